@@ -1,0 +1,66 @@
+"""agentgym: multi-turn environments, asynchronous rollout and training for LLM agents."""
+
+from agentgym.checker import CheckReport, check_env
+from agentgym.core import Env
+from agentgym.episode import run_episode
+from agentgym.errors import (
+    AgentGymError,
+    ConfigError,
+    EnvCheckError,
+    RegistrationError,
+    ResetNeeded,
+    ToolError,
+    UnknownEnvError,
+)
+from agentgym.evaluation import EvalResult, EvalSummary, evaluate
+from agentgym.messages import ImagePart, Message, TextPart, ToolCall
+from agentgym.parsers import HermesParser, ParseResult, PythonicParser, ToolCallParser, get_parser
+from agentgym.policies import OraclePolicy, Policy, RandomPolicy, get_policy
+from agentgym.registration import EnvSpec, families, list_envs, make, register, spec
+from agentgym.tasks import Task, TaskSet
+from agentgym.tools import ToolSpec, tool
+from agentgym.trajectory import Trajectory, Turn
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AgentGymError",
+    "CheckReport",
+    "ConfigError",
+    "Env",
+    "EnvCheckError",
+    "EnvSpec",
+    "EvalResult",
+    "EvalSummary",
+    "HermesParser",
+    "ImagePart",
+    "Message",
+    "OraclePolicy",
+    "ParseResult",
+    "Policy",
+    "PythonicParser",
+    "RandomPolicy",
+    "RegistrationError",
+    "ResetNeeded",
+    "Task",
+    "TaskSet",
+    "TextPart",
+    "ToolCall",
+    "ToolCallParser",
+    "ToolError",
+    "ToolSpec",
+    "Trajectory",
+    "Turn",
+    "UnknownEnvError",
+    "check_env",
+    "evaluate",
+    "families",
+    "get_parser",
+    "get_policy",
+    "list_envs",
+    "make",
+    "register",
+    "run_episode",
+    "spec",
+    "tool",
+]

@@ -1,0 +1,152 @@
+"""``check_env``: Gymnasium's checker plus the checks a text agent's environment must pass.
+
+Each check is a small function that raises :class:`EnvCheckError` naming the check and the likely
+cause. Third-party environments run the same suite with ``agentgym.check_env(env)`` or
+``agentgym check ID``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import jsonschema
+from gymnasium.utils.env_checker import check_env as gymnasium_check_env
+
+from agentgym.core import Env
+from agentgym.errors import EnvCheckError
+from agentgym.spaces import Messages
+
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+MALFORMED_ACTIONS: tuple[str, ...] = (
+    "",
+    "   \n\t",
+    "I am not sure what to do.",
+    "<tool_call>{not json</tool_call>",
+    "<tool_call>[1, 2, 3]</tool_call>",
+    '<tool_call>{"name": "no_such_tool", "arguments": {}}</tool_call>',
+    '<tool_call>{"name": 42, "arguments": "x"}</tool_call>',
+    "<tool_call>",
+    "no_such_tool(x=1)",
+    "x" * 40_000,
+    "\x00\x01\x02 \ud7ff \U0001f600",
+)
+"""Actions every environment must answer with an error observation instead of an exception."""
+
+
+@dataclass
+class CheckReport:
+    """Which checks ran, how long each took, and the warnings Gymnasium's checker gave."""
+
+    env_id: str
+    passed: list[tuple[str, float]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def check_env(env: Env, *, episodes: int = 3, seed: int = 0) -> CheckReport:
+    """Run every check on ``env``; raise :class:`EnvCheckError` at the first failure.
+
+    ``episodes`` oracle episodes are played per difficulty level, from seeds starting at ``seed``.
+    """
+    if not isinstance(env, Env):
+        raise EnvCheckError("type", f"expected an agentgym.Env, got {type(env).__name__}")
+    report = CheckReport(env_id=env.spec.id if env.spec else type(env).__name__)
+    checks: list[tuple[str, Callable[[], None]]] = [
+        ("gymnasium", lambda: _check_gymnasium(env, report)),
+        ("tool_schemas", lambda: check_tool_schemas(env)),
+        ("determinism", lambda: check_determinism(env, seed)),
+        ("malformed_actions", lambda: check_malformed_actions(env, seed)),
+        ("oracle", lambda: check_oracle(env, episodes, seed)),
+    ]
+    for name, check in checks:
+        started = time.perf_counter()
+        check()
+        report.passed.append((name, time.perf_counter() - started))
+    return report
+
+
+def _check_gymnasium(env: Env, report: CheckReport) -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            gymnasium_check_env(env)
+        except (AssertionError, TypeError, AttributeError) as exc:
+            raise EnvCheckError("gymnasium", f"Gymnasium's env checker failed: {exc}") from exc
+    report.warnings.extend(str(w.message) for w in caught)
+
+
+def check_tool_schemas(env: Env) -> None:
+    """Every tool has a valid name, a description and a valid JSON schema for an object of arguments."""
+    if not env.tools:
+        raise EnvCheckError("tool_schemas", "the environment declares no tools; decorate methods with @agentgym.tool")
+    for spec in env.tools:
+        if not _TOOL_NAME.match(spec.name):
+            raise EnvCheckError("tool_schemas", f"tool name {spec.name!r} must match {_TOOL_NAME.pattern}")
+        if not spec.description:
+            raise EnvCheckError("tool_schemas", f"tool {spec.name} has no description: give its function a docstring")
+        try:
+            jsonschema.Draft202012Validator.check_schema(spec.parameters)
+        except jsonschema.SchemaError as exc:
+            raise EnvCheckError("tool_schemas", f"tool {spec.name} has an invalid JSON schema: {exc.message}") from exc
+        if spec.parameters.get("type") != "object":
+            raise EnvCheckError("tool_schemas", f"tool {spec.name}'s parameters must be an object schema")
+
+
+def check_determinism(env: Env, seed: int, turns: int = 5) -> None:
+    """The same seed and actions give the same observations, rewards and flags, at every difficulty."""
+    for difficulty in env.difficulties:
+        runs = [_replay(env, seed, difficulty, turns) for _ in range(2)]
+        if runs[0] != runs[1]:
+            raise EnvCheckError(
+                "determinism",
+                f"two episodes with seed={seed}, difficulty={difficulty!r} and the same actions differ: "
+                "draw all randomness from self.np_random after super().reset(seed=seed)",
+            )
+
+
+def _replay(env: Env, seed: int, difficulty: str, turns: int) -> list[object]:
+    observation, _ = env.reset(seed=seed, options={"difficulty": difficulty})
+    record: list[object] = [observation]
+    for _ in range(turns):
+        observation, reward, terminated, truncated, info = env.step(env.oracle_action())
+        record.append((observation, reward, terminated, truncated, info["success"]))
+        if terminated or truncated:
+            break
+    return record
+
+
+def check_malformed_actions(env: Env, seed: int) -> None:
+    """Nonsense, broken calls, unknown tools and oversized text become error observations."""
+    for action in MALFORMED_ACTIONS:
+        env.reset(seed=seed)
+        try:
+            observation, reward, terminated, truncated, info = env.step(action)
+        except Exception as exc:
+            raise EnvCheckError("malformed_actions", f"step({action[:40]!r}) raised {type(exc).__name__}: {exc}") from exc
+        if not Messages().contains(observation) or not observation:
+            raise EnvCheckError("malformed_actions", f"step({action[:40]!r}) returned no error message to the agent")
+        if info.get("action_error") is None:
+            raise EnvCheckError("malformed_actions", f"step({action[:40]!r}) did not set info['action_error']")
+        if terminated:
+            raise EnvCheckError("malformed_actions", f"step({action[:40]!r}) ended the episode; the agent must get another try")
+
+
+def check_oracle(env: Env, episodes: int, seed: int) -> None:
+    """The oracle solves sampled episodes of every difficulty, and every action it sends runs cleanly."""
+    for difficulty in env.difficulties:
+        for episode_seed in range(seed, seed + episodes):
+            env.reset(seed=episode_seed, options={"difficulty": difficulty})
+            where = f"seed={episode_seed}, difficulty={difficulty!r}"
+            terminated = truncated = False
+            info: dict[str, object] = {}
+            while not (terminated or truncated):
+                action = env.oracle_action()
+                _, _, terminated, truncated, info = env.step(action)
+                if info["action_error"] is not None:
+                    raise EnvCheckError("oracle", f"{where}: the oracle's action {action!r} failed: {info['action_error']}")
+            if not info.get("success"):
+                raise EnvCheckError("oracle", f"{where}: the oracle did not solve the task in {env.turn} turns")
+

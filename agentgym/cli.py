@@ -1,0 +1,276 @@
+"""The ``agentgym`` command line: list, inspect, play, check and evaluate environments.
+
+Bad arguments exit with status 2 and a one-line reason; a failed check exits with status 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from agentgym.checker import check_env
+from agentgym.errors import AgentGymError, EnvCheckError, RegistrationError
+from agentgym.evaluation import EvalResult, evaluate
+from agentgym.messages import Message
+from agentgym.policies import POLICIES, get_policy
+from agentgym.registration import list_envs, make, spec
+from agentgym.tasks import TaskSet
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+
+class _Cli(click.Group):
+    """A group whose usage errors are one line on stderr with exit status 2."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        kwargs["standalone_mode"] = False
+        try:
+            return super().main(*args, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as exc:
+            click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+            sys.exit(2)
+        except click.UsageError as exc:
+            _fail(exc.format_message())
+        except click.exceptions.Exit as exc:
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            sys.exit(130)
+
+
+def _fail(reason: str) -> NoReturn:
+    click.echo(f"agentgym: error: {' '.join(reason.split())}", err=True)
+    sys.exit(2)
+
+
+@contextmanager
+def _bad_arguments() -> Iterator[None]:
+    """Turn a lookup or validation failure caused by the user's arguments into a usage error."""
+    try:
+        yield
+    except (RegistrationError, ValueError) as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="agentgym")
+def cli() -> None:
+    """agentgym: environments, rollout and training for LLM agents."""
+
+
+@cli.command("list")
+@click.option("--family", help="Only this family (games, tools, ...).")
+@click.option("--tag", help="Only environments with this tag.")
+@click.option("--json", "as_json", is_flag=True, help="Print the specs as a JSON list.")
+def list_command(family: str | None, tag: str | None, as_json: bool) -> None:
+    """List the registered environments."""
+    specs = list_envs(family=family, tag=tag)
+    if as_json:
+        click.echo(json.dumps([s.model_dump() for s in specs]))
+        return
+    table = Table("id", "tags", "description")
+    for s in specs:
+        table.add_row(s.id, ", ".join(s.tags), s.description)
+    out.print(table)
+
+
+@cli.command()
+@click.argument("env_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the details as JSON.")
+def info(env_id: str, as_json: bool) -> None:
+    """Show an environment's spec, difficulties, turn limits and tools."""
+    with _bad_arguments():
+        env_spec = spec(env_id)
+        env = make(env_id)
+    try:
+        details = {
+            **env_spec.model_dump(),
+            "class": f"{type(env).__module__}.{type(env).__qualname__}",
+            "doc": (type(env).__doc__ or "").strip(),
+            "difficulties": {d: {"max_turns": env.max_turns or env.turn_limit(d)} for d in env.difficulties},
+            "tools": [t.to_openai()["function"] for t in env.tools],
+        }
+    finally:
+        env.close()
+    if as_json:
+        click.echo(json.dumps(details))
+        return
+    out.print(f"[bold]{env_spec.id}[/bold]  ({details['class']})")
+    out.print(details["doc"])
+    out.print("difficulties: " + ", ".join(f"{d} ({v['max_turns']} turns)" for d, v in details["difficulties"].items()))
+    for t in details["tools"]:
+        out.print(f"tool [bold]{t['name']}[/bold]: {t['description']}")
+        out.print(json.dumps(t["parameters"], indent=2), markup=False)
+
+
+@cli.command()
+@click.argument("env_id")
+@click.option("--seed", type=int, default=0, show_default=True, help="Episode seed.")
+@click.option("--difficulty", help="Difficulty level (see `agentgym info`).")
+@click.option("--format", "call_format", type=click.Choice(["pythonic", "hermes"]), default="pythonic", show_default=True,
+              help="How you write tool calls.")
+def play(env_id: str, seed: int, difficulty: str | None, call_format: str) -> None:
+    """Play an environment yourself, one tool call per line (Ctrl-D ends)."""
+    with _bad_arguments():
+        env = make(env_id, parser=call_format)
+        options = {"difficulty": difficulty} if difficulty else {}
+        observation, reset_info = env.reset(seed=seed, options=options)
+    try:
+        out.print(f"[bold]{env_id}[/bold] seed={seed} difficulty={reset_info['difficulty']} turns={reset_info['max_turns']}")
+        out.print(f"Write a tool call such as: {env.example_call()}", markup=False)
+        _show(observation)
+        total = 0.0
+        while True:
+            try:
+                action = input(f"[turn {env.turn + 1}]> ")
+            except EOFError:
+                out.print("\n(stopped)")
+                return
+            observation, reward, terminated, truncated, step_info = env.step(action)
+            total += reward
+            _show(observation)
+            if terminated or truncated:
+                outcome = "solved" if step_info["success"] else "turn limit reached" if truncated else "failed"
+                out.print(f"[bold]Episode over: {outcome}, reward {total:g}, {env.turn} turns.[/bold]")
+                return
+    finally:
+        env.close()
+
+
+def _show(messages: list[Message]) -> None:
+    for message in messages:
+        out.print(f"[dim]{message.role}{' ' + message.name if message.name else ''}:[/dim]")
+        out.print(message.text, markup=False)
+
+
+@cli.command()
+@click.argument("env_ids", nargs=-1)
+@click.option("--all", "check_all", is_flag=True, help="Check every registered environment.")
+@click.option("--episodes", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Oracle episodes per difficulty level.")
+def check(env_ids: tuple[str, ...], check_all: bool, episodes: int) -> None:
+    """Run the conformance checks on environments; exit 1 if any fails."""
+    ids = _select(env_ids, check_all)
+    table = Table("environment", "result", "seconds", "detail")
+    failed = 0
+    for env_id in ids:
+        started = time.perf_counter()
+        env = make(env_id)
+        try:
+            report = check_env(env, episodes=episodes)
+            table.add_row(env_id, "[green]pass[/green]", f"{time.perf_counter() - started:.2f}",
+                          ", ".join(name for name, _ in report.passed))
+        except EnvCheckError as exc:
+            failed += 1
+            table.add_row(env_id, "[red]FAIL[/red]", f"{time.perf_counter() - started:.2f}", str(exc))
+        finally:
+            env.close()
+    out.print(table)
+    if failed:
+        click.echo(f"{failed} of {len(ids)} environments failed their checks", err=True)
+        sys.exit(1)
+
+
+@cli.command("eval")
+@click.argument("env_ids", nargs=-1)
+@click.option("--all", "eval_all", is_flag=True, help="Evaluate on every registered environment.")
+@click.option("--policy", "policies", multiple=True, type=click.Choice(sorted(POLICIES)), required=True,
+              help="Reference policy; repeat to compare several.")
+@click.option("--episodes", type=click.IntRange(min=1), default=50, show_default=True, help="Episodes per environment.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="First task seed (offset within the split); also seeds the policy.")
+@click.option("--split", type=click.Choice(["train", "test"]), default="test", show_default=True)
+@click.option("--difficulty", help="Only this difficulty (default: cycle through all levels).")
+@click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="Episodes in flight.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Where to write results (default runs/eval/<time>).")
+@click.option("--json", "as_json", is_flag=True, help="End with one JSON line holding the scores.")
+def eval_command(
+    env_ids: tuple[str, ...], eval_all: bool, policies: tuple[str, ...], episodes: int, seed: int, split: str,
+    difficulty: str | None, concurrency: int, out_dir: Path | None, as_json: bool,
+) -> None:
+    """Evaluate reference policies: success rate, mean reward and mean turns per environment."""
+    ids = _select(env_ids, eval_all)
+    out_dir = out_dir or Path("runs") / "eval" / time.strftime("%Y%m%d-%H%M%S")
+    plans = []
+    for env_id in ids:
+        with _bad_arguments():
+            env = make(env_id)
+            if difficulty is not None and difficulty not in env.difficulties:
+                raise ValueError(f"{env_id} has no difficulty {difficulty!r}; choose one of: {', '.join(env.difficulties)}")
+            levels = [difficulty] if difficulty else list(env.difficulties)
+            env.close()
+        tasks = TaskSet.generate(env_id, episodes, split=split, start=seed, difficulties=levels)
+        plans.extend((env_id, name, tasks) for name in policies)
+    results = asyncio.run(_evaluate_all(plans, seed=seed, concurrency=concurrency))
+    paths = [result.save(out_dir) for result in results]
+    _print_results(results, out_dir)
+    if as_json:
+        click.echo(json.dumps(_json_summary(results, paths)))
+
+
+async def _evaluate_all(plans: list[tuple[str, str, TaskSet]], *, seed: int, concurrency: int) -> list[EvalResult]:
+    results = []
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=False) as progress:
+        for env_id, policy_name, tasks in plans:
+            bar = progress.add_task(f"{env_id} · {policy_name}", total=len(tasks))
+            results.append(await evaluate(
+                env_id, get_policy(policy_name), tasks, concurrency=concurrency, seed=seed,
+                on_episode=lambda _, bar=bar: progress.advance(bar),
+            ))
+    return results
+
+
+def _print_results(results: list[EvalResult], out_dir: Path) -> None:
+    table = Table("environment", "policy", "episodes", "success", "mean reward", "mean turns", "infra errors", "seconds")
+    for r in results:
+        s = r.summary
+        table.add_row(s.env_id, s.policy, str(s.episodes), f"{s.success_rate:.1%}", f"{s.mean_reward:.3f}",
+                      f"{s.mean_turns:.1f}", str(s.infra_errors), f"{s.wall_seconds:.1f}")
+    out.print(table)
+    out.print(f"results written to {out_dir}", markup=False)
+
+
+def _json_summary(results: list[EvalResult], paths: list[Path]) -> dict[str, Any]:
+    """Overall scores (over every scored episode) and one entry per environment and policy."""
+    scored = [(r.summary, r.summary.episodes - r.summary.infra_errors) for r in results]
+    n = max(sum(k for _, k in scored), 1)
+    return {
+        "episodes": sum(s.episodes for s, _ in scored),
+        "success_rate": sum(s.success_rate * k for s, k in scored) / n,
+        "mean_reward": sum(s.mean_reward * k for s, k in scored) / n,
+        "mean_turns": sum(s.mean_turns * k for s, k in scored) / n,
+        "infra_errors": sum(s.infra_errors for s, _ in scored),
+        "results": [{**s.model_dump(), "path": str(p)} for (s, _), p in zip(scored, paths)],
+    }
+
+
+def _select(env_ids: tuple[str, ...], select_all: bool) -> list[str]:
+    """The ids named, or every registered id with ``--all``; each one checked to exist."""
+    if select_all == bool(env_ids):
+        raise click.UsageError("name environment ids or pass --all (not both)")
+    if select_all:
+        return [s.id for s in list_envs()]
+    with _bad_arguments():
+        return [spec(i).id for i in env_ids]
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        cli.main(prog_name="agentgym")
+    except AgentGymError as exc:
+        click.echo(f"agentgym: error: {exc}", err=True)
+        sys.exit(1)

@@ -1,0 +1,293 @@
+"""The environment API: a Gymnasium environment for multi-turn, tool-calling text agents.
+
+Observations are the chat messages the environment adds to the conversation (the task at reset,
+tool results and error notes after each step); the action is the model's text. The environment
+parses tool calls out of that text, validates their arguments against the tools' schemas, runs
+them, and answers anything it cannot run with an error observation instead of an exception.
+
+A subclass writes three things: :meth:`Env.setup` (draw an episode from ``self.np_random`` and return
+its opening messages), its tools (methods decorated with :func:`agentgym.tool`, which end the episode
+through :meth:`Env.finish`), and :meth:`Env.oracle_action` (the next action of a perfect player).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, ClassVar, Literal, TypeVar
+
+import gymnasium
+
+from agentgym.errors import ResetNeeded, ToolError
+from agentgym.messages import ContentPart, Message, ToolCall
+from agentgym.parsers import ToolCallParser, get_parser
+from agentgym.spaces import Messages, Utterance
+from agentgym.tools import ToolSpec, sample_arguments, tools_of
+
+T = TypeVar("T")
+Execution = Literal["inline", "thread", "pinned"]
+StepResult = tuple[list[Message], float, bool, bool, dict[str, Any]]
+
+
+@dataclass
+class _Outcome:
+    """What running one action produced."""
+
+    messages: list[Message] = field(default_factory=list)
+    action_errors: list[str] = field(default_factory=list)
+    call_errors: list[str] = field(default_factory=list)
+    calls: list[ToolCall] = field(default_factory=list)
+
+
+class Env(gymnasium.Env[list[Message], str]):
+    """A multi-turn text environment with tools; Gymnasium-shaped, async first.
+
+    ``reset(*, seed, options) -> (messages, info)`` and ``step(text) -> (messages, reward, terminated,
+    truncated, info)``, with ``areset``/``astep`` for the asynchronous rollout. ``options`` may name a
+    ``difficulty``. ``info["action_error"]`` says what in the action could not be run (``None`` when
+    all of it ran), ``info["tool_calls"]`` the calls read from it (each answered by the tool message
+    with the same id), ``info["success"]`` whether the task is solved, ``info["turn"]`` the turn number.
+    ``terminated`` means the task ended (solved or failed); ``truncated`` means the turn limit was hit.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
+    difficulties: ClassVar[tuple[str, ...]] = ("default",)
+    """The difficulty levels this environment can generate, easiest first."""
+    execution: ClassVar[Execution] = "thread"
+    """How synchronous hooks run under ``astep``: ``inline`` on the event loop (only for fast, pure
+    Python steps), ``thread`` in the default thread pool, or ``pinned`` on one thread per instance
+    (for libraries that must stay on the thread that created them). Async hooks always run on the loop."""
+    max_tool_calls: ClassVar[int | None] = None
+    """The most tool calls run in one turn (the rest are refused with an error); ``None``: no limit."""
+    default_max_turns: ClassVar[int] = 20
+    """The turn limit when neither the constructor nor :meth:`turn_limit` says otherwise."""
+
+    def __init__(
+        self,
+        *,
+        difficulty: str | None = None,
+        parser: str | ToolCallParser = "hermes",
+        max_turns: int | None = None,
+        max_action_chars: int = 32_768,
+        render_mode: str | None = None,
+    ) -> None:
+        """``difficulty`` is the default for resets; ``parser`` the tool-call format (``hermes`` or
+        ``pythonic``); ``max_turns`` overrides the environment's turn limit; longer actions than
+        ``max_action_chars`` are refused unread."""
+        if difficulty is not None:
+            self._check_difficulty(difficulty)
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode {render_mode!r} is not one of {self.metadata['render_modes']}")
+        if max_turns is not None and max_turns < 1:
+            raise ValueError(f"max_turns must be at least 1, got {max_turns}")
+        self.difficulty = difficulty or self.difficulties[0]
+        self.parser = get_parser(parser)
+        self.max_turns = max_turns
+        self.max_action_chars = max_action_chars
+        self.render_mode = render_mode
+        self.observation_space = Messages()
+        self.action_space = Utterance(max_length=max_action_chars)
+        self._tools = tools_of(type(self))
+        self._started = False
+        self._over = False
+        self._success = False
+        self._turn = 0
+        self._turn_limit = self.default_max_turns
+        self._pending_reward = 0.0
+        self._last_messages: list[Message] = []
+        self._runner: asyncio.Runner | None = None
+        self._pinned: ThreadPoolExecutor | None = None
+        self._in_sync_call = False
+
+    # -- what a subclass writes ------------------------------------------------------------------
+
+    def setup(self, difficulty: str, options: dict[str, Any]) -> list[Message]:
+        """Start an episode drawn from ``self.np_random``; return its opening messages (may be async)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement setup()")
+
+    def oracle_action(self) -> str:
+        """The text a perfect player sends next, using the same tools and format as an agent."""
+        raise NotImplementedError(f"{type(self).__name__} has no oracle")
+
+    def turn_limit(self, difficulty: str) -> int:
+        """The number of turns an episode of this difficulty may last."""
+        return self.default_max_turns
+
+    def render_text(self) -> str:
+        """A text picture of the current state; by default the last observation."""
+        return "\n".join(m.text for m in self._last_messages)
+
+    # -- what tools call --------------------------------------------------------------------------
+
+    def finish(self, *, success: bool, reward: float | None = None) -> None:
+        """End the episode after this turn; ``reward`` defaults to 1 for success and 0 otherwise."""
+        self._over = True
+        self._success = success
+        self._pending_reward += float(success) if reward is None else reward
+
+    def add_reward(self, reward: float) -> None:
+        """Add a (shaping or partial) reward to this turn's reward."""
+        self._pending_reward += reward
+
+    # -- the Gymnasium API ------------------------------------------------------------------------
+
+    @property
+    def tools(self) -> list[ToolSpec]:
+        """The tools an agent can call here."""
+        return [spec for _, spec in self._tools.values()]
+
+    @property
+    def turn(self) -> int:
+        """How many turns of the current episode have been played."""
+        return self._turn
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
+        """Start an episode; the same ``seed`` and ``options`` always give the same episode."""
+        return self._run_sync(self.areset(seed=seed, options=options))
+
+    def step(self, action: str) -> StepResult:
+        """Run the tool calls in ``action`` and return what the agent sees next."""
+        return self._run_sync(self.astep(action))
+
+    async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
+        """Asynchronous :meth:`reset`."""
+        super().reset(seed=seed)
+        options = dict(options or {})
+        difficulty = options.pop("difficulty", None) or self.difficulty
+        self._check_difficulty(difficulty)
+        self._started, self._over, self._success = False, False, False
+        self._turn, self._pending_reward = 0, 0.0
+        self._turn_limit = self.max_turns or self.turn_limit(difficulty)
+        messages = list(await self._call(self.setup, difficulty, options))
+        self._started = True
+        self._last_messages = messages
+        info = {"difficulty": difficulty, "max_turns": self._turn_limit, "tools": [t.name for t in self.tools]}
+        return list(messages), info
+
+    async def astep(self, action: str) -> StepResult:
+        """Asynchronous :meth:`step`."""
+        if not self._started or self._over:
+            raise ResetNeeded("call reset() before step(); the last episode has ended" if self._started else "call reset() before step()")
+        if not isinstance(action, str):
+            raise TypeError(f"an action is the model's text (str), got {type(action).__name__}")
+        self._turn += 1
+        outcome = await self._run_action(action)
+        messages = outcome.messages
+        if outcome.action_errors:
+            messages.append(Message(role="user", content="Error: " + "\n".join(outcome.action_errors)))
+        reward, self._pending_reward = self._pending_reward, 0.0
+        terminated = self._over
+        truncated = not terminated and self._turn >= self._turn_limit
+        self._over = terminated or truncated
+        self._last_messages = messages
+        info = {
+            "turn": self._turn,
+            "action_error": "; ".join(outcome.call_errors + outcome.action_errors) or None,
+            "tool_calls": outcome.calls,
+            "success": self._success,
+        }
+        return list(messages), reward, terminated, truncated, info
+
+    def random_action(self, rng: Any) -> str:
+        """A well-formed call of a random tool with random arguments (a baseline policy's move)."""
+        name = list(self._tools)[int(rng.integers(len(self._tools)))]
+        spec = self._tools[name][1]
+        return self.parser.format([ToolCall(id="call_0", name=name, arguments=sample_arguments(spec, rng))])
+
+    def example_call(self) -> str:
+        """A sample call of the first tool, written in this environment's tool-call format."""
+        name, (_, spec) = next(iter(self._tools.items()))
+        return self.parser.format([ToolCall(id="call_0", name=name, arguments=sample_arguments(spec))])
+
+    def render(self) -> str | None:
+        """The state as text when ``render_mode="ansi"``; nothing otherwise."""
+        return self.render_text() if self.render_mode == "ansi" else None
+
+    def close(self) -> None:
+        """Release the event loop and threads this environment holds; safe to call twice."""
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
+        if self._pinned is not None:
+            self._pinned.shutdown(wait=True)
+            self._pinned = None
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    async def _run_action(self, action: str) -> _Outcome:
+        """Run the calls in ``action``: one tool message per call, and every error met."""
+        outcome = _Outcome()
+        if len(action) > self.max_action_chars:
+            outcome.action_errors.append(f"the message is too long ({len(action)} characters, at most {self.max_action_chars})")
+            return outcome
+        parsed = self.parser.parse(action, self.tools)
+        outcome.action_errors.extend(parsed.errors)
+        calls = parsed.calls
+        if self.max_tool_calls is not None and len(calls) > self.max_tool_calls:
+            skipped = len(calls) - self.max_tool_calls
+            outcome.action_errors.append(f"only {self.max_tool_calls} tool call(s) per turn; the other {skipped} did not run")
+            calls = calls[: self.max_tool_calls]
+        if not calls and not outcome.action_errors:
+            outcome.action_errors.append(f"no tool call found. Call a tool, for example:\n{self.example_call()}")
+        for index, call in enumerate(calls):
+            if self._over:
+                outcome.action_errors.append(f"the episode ended before {call.name} could run")
+                break
+            call = call.model_copy(update={"id": f"call_{self._turn}_{index}"})
+            content, error = await self._invoke(call)
+            if error is not None:
+                outcome.call_errors.append(error)
+            outcome.calls.append(call)
+            outcome.messages.append(Message(role="tool", content=content, tool_call_id=call.id, name=call.name))
+        return outcome
+
+    async def _invoke(self, call: ToolCall) -> tuple[str | list[ContentPart], str | None]:
+        """Run one call: its result, and the agent's mistake if it could not run."""
+        entry = self._tools.get(call.name)
+        if entry is None:
+            error = f"unknown tool {call.name!r}; the tools are: {', '.join(self._tools)}"
+            return f"Error: {error}", error
+        method, spec = entry
+        try:
+            arguments = spec.validate_arguments(call.arguments)
+            result = await self._call(getattr(self, method), **arguments)
+        except ToolError as exc:
+            return f"Error: {exc}", str(exc)
+        if not isinstance(result, (str, list)):
+            raise TypeError(f"tool {call.name} must return str or a list of content parts, got {type(result).__name__}")
+        return result, None
+
+    async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run a hook or tool the way :attr:`execution` says."""
+        if inspect.iscoroutinefunction(fn):
+            return await fn(*args, **kwargs)
+        if self.execution == "pinned":
+            if self._pinned is None:
+                self._pinned = ThreadPoolExecutor(max_workers=1, thread_name_prefix=type(self).__name__)
+            return await asyncio.get_running_loop().run_in_executor(self._pinned, partial(fn, *args, **kwargs))
+        if self.execution == "inline" or self._in_sync_call:
+            return fn(*args, **kwargs)
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    def _run_sync(self, coroutine: Any) -> Any:
+        """Drive a coroutine to completion for the synchronous API, also from inside a running loop."""
+        if self._runner is None:
+            self._runner = asyncio.Runner()
+        self._in_sync_call = True
+        try:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                return self._runner.run(coroutine)
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                return pool.submit(self._runner.run, coroutine).result()
+        finally:
+            self._in_sync_call = False
+
+    def _check_difficulty(self, difficulty: str) -> None:
+        if difficulty not in self.difficulties:
+            raise ValueError(f"unknown difficulty {difficulty!r}; choose one of: {', '.join(self.difficulties)}")

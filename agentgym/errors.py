@@ -1,0 +1,38 @@
+"""The exceptions agentgym raises: one shallow hierarchy under :class:`AgentGymError`."""
+
+from __future__ import annotations
+
+
+class AgentGymError(Exception):
+    """Base class of every error agentgym raises on purpose."""
+
+
+class RegistrationError(AgentGymError):
+    """An environment id or spec is malformed, registered twice, or its entry point cannot load."""
+
+
+class UnknownEnvError(RegistrationError, KeyError):
+    """No environment is registered under the requested id; the message names the closest ids."""
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class ToolError(AgentGymError):
+    """Raised inside a tool for a mistake the agent made; the agent reads the message as the result."""
+
+
+class ResetNeeded(AgentGymError):
+    """``step`` was called before ``reset`` or after the episode ended."""
+
+
+class EnvCheckError(AgentGymError):
+    """An environment failed one of the conformance checks of :func:`agentgym.check_env`."""
+
+    def __init__(self, check: str, message: str) -> None:
+        super().__init__(f"[{check}] {message}")
+        self.check = check
+
+
+class ConfigError(AgentGymError, ValueError):
+    """A configuration value is invalid; the message names the key."""

@@ -1,0 +1,121 @@
+"""Evaluation of a policy on a task set: episodes run concurrently, results summarised and saved."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from agentgym.episode import run_episode
+from agentgym.policies import Policy
+from agentgym.registration import make
+from agentgym.tasks import TaskSet
+from agentgym.trajectory import Trajectory
+
+
+class EvalSummary(BaseModel):
+    """The scores of one policy on one environment. Infrastructure errors are counted apart and
+    left out of ``success_rate``, ``mean_reward`` and ``mean_turns``."""
+
+    env_id: str
+    policy: str
+    episodes: int
+    success_rate: float
+    mean_reward: float
+    mean_turns: float
+    truncated: int
+    infra_errors: int
+    wall_seconds: float
+
+    @classmethod
+    def of(cls, env_id: str, policy: str, trajectories: list[Trajectory], wall_seconds: float) -> EvalSummary:
+        scored = [t for t in trajectories if t.status != "error"]
+        n = max(len(scored), 1)
+        return cls(
+            env_id=env_id,
+            policy=policy,
+            episodes=len(trajectories),
+            success_rate=sum(t.success for t in scored) / n,
+            mean_reward=sum(t.reward for t in scored) / n,
+            mean_turns=sum(t.num_turns for t in scored) / n,
+            truncated=sum(t.status == "truncated" for t in scored),
+            infra_errors=len(trajectories) - len(scored),
+            wall_seconds=wall_seconds,
+        )
+
+
+class EvalResult(BaseModel):
+    """A summary and the trajectories behind it, in task order."""
+
+    summary: EvalSummary
+    trajectories: list[Trajectory]
+
+    def save(self, out_dir: str | Path) -> Path:
+        """Write ``<env>__<policy>.json`` (the summary) and ``.jsonl`` (one trajectory a line); return the JSON path."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        stem = f"{self.summary.env_id.replace('/', '__')}__{self.summary.policy}"
+        episodes = [_episode_record(t) for t in self.trajectories]
+        path = out / f"{stem}.json"
+        path.write_text(EvalFile(summary=self.summary, episodes=episodes).model_dump_json(indent=2))
+        (out / f"{stem}.jsonl").write_text("".join(t.model_dump_json() + "\n" for t in self.trajectories))
+        return path
+
+
+class EvalFile(BaseModel):
+    """The saved form of an evaluation: the summary and one short record per episode."""
+
+    summary: EvalSummary
+    episodes: list[dict[str, Any]]
+
+
+async def evaluate(
+    env_id: str,
+    policy: Policy,
+    tasks: TaskSet,
+    *,
+    concurrency: int = 8,
+    seed: int = 0,
+    episode_timeout: float | None = 300.0,
+    env_kwargs: dict[str, Any] | None = None,
+    on_episode: Callable[[Trajectory], None] | None = None,
+) -> EvalResult:
+    """Play every task with ``concurrency`` environments at once; ``on_episode`` hears of each finished one."""
+    started = time.perf_counter()
+    results: list[Trajectory | None] = [None] * len(tasks)
+    pending = iter(range(len(tasks)))
+
+    async def worker() -> None:
+        env = make(env_id, **(env_kwargs or {}))
+        try:
+            for index in pending:
+                trajectory = await run_episode(env, policy, tasks[index], seed=seed, timeout=episode_timeout)
+                results[index] = trajectory
+                if on_episode is not None:
+                    on_episode(trajectory)
+        finally:
+            env.close()
+
+    async with asyncio.TaskGroup() as group:
+        for _ in range(max(1, min(concurrency, len(tasks)))):
+            group.create_task(worker())
+    trajectories = [t for t in results if t is not None]
+    summary = EvalSummary.of(env_id, policy.name, trajectories, time.perf_counter() - started)
+    return EvalResult(summary=summary, trajectories=trajectories)
+
+
+def _episode_record(t: Trajectory) -> dict[str, Any]:
+    return {
+        "task": t.task.id if t.task else None,
+        "seed": t.task.seed if t.task else None,
+        "difficulty": t.task.difficulty if t.task else None,
+        "status": t.status,
+        "success": t.success,
+        "reward": t.reward,
+        "turns": t.num_turns,
+        "error": t.error,
+    }

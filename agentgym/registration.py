@@ -1,0 +1,208 @@
+"""The environment registry: ids of the form ``family/Name-vN``, specs, ``make`` and plugin discovery.
+
+Bundled environments and third-party packages register through the entry-point group
+``agentgym.envs`` (an entry point names a function that calls :func:`register`, or a module that
+does so on import). Plugins are loaded on the first lookup, never at import time.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import re
+import warnings
+from importlib.metadata import entry_points
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentgym.core import Env
+from agentgym.errors import RegistrationError, UnknownEnvError
+
+ENTRY_POINT_GROUP = "agentgym.envs"
+_ID = re.compile(r"^(?P<family>[A-Za-z][\w.-]*)/(?P<name>[A-Za-z][\w.]*(?:-[A-Za-z][\w.]*)*)-v(?P<version>\d+)$")
+
+
+class EnvSpec(BaseModel):
+    """Everything needed to build an environment by id; survives a JSON round trip."""
+
+    model_config = ConfigDict(frozen=True)
+    id: str
+    entry_point: str
+    """``package.module:ClassName``, imported only when the environment is made."""
+    max_episode_steps: int | None = None
+    """The turn limit; ``None`` leaves it to the environment (it may depend on the difficulty)."""
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Constructor arguments; ``make`` merges its own on top."""
+    tags: tuple[str, ...] = ()
+    description: str = ""
+    nondeterministic: bool = False
+    """True if the same seed may give different episodes (Gymnasium's checker then skips determinism)."""
+
+    @property
+    def family(self) -> str:
+        return parse_id(self.id)[0]
+
+    @property
+    def name(self) -> str:
+        return parse_id(self.id)[1]
+
+    @property
+    def version(self) -> int:
+        return parse_id(self.id)[2]
+
+    def load(self) -> type[Env]:
+        """Import and return the environment class."""
+        return load_entry_point(self.entry_point)
+
+    def make(self, **kwargs: Any) -> Env:
+        """Build the environment from this spec (see :func:`make`)."""
+        return make(self, **kwargs)
+
+
+_registry: dict[str, EnvSpec] = {}
+_plugins_loaded = False
+
+
+def parse_id(env_id: str) -> tuple[str, str, int]:
+    """Split ``family/Name-vN`` into its parts; raise :class:`RegistrationError` if it is malformed."""
+    match = _ID.match(env_id)
+    if match is None:
+        raise RegistrationError(f"malformed environment id {env_id!r}: expected 'family/Name-vN', e.g. 'games/FrozenLake-v0'")
+    return match["family"], match["name"], int(match["version"])
+
+
+def register(
+    id: str,
+    entry_point: str,
+    *,
+    max_episode_steps: int | None = None,
+    kwargs: dict[str, Any] | None = None,
+    tags: tuple[str, ...] | list[str] = (),
+    description: str = "",
+    nondeterministic: bool = False,
+) -> EnvSpec:
+    """Register an environment under ``id``; registering an id again replaces it with a warning."""
+    parse_id(id)
+    if not isinstance(entry_point, str) or ":" not in entry_point:
+        raise RegistrationError(f"entry_point for {id} must be 'package.module:ClassName', got {entry_point!r}")
+    spec = EnvSpec(
+        id=id,
+        entry_point=entry_point,
+        max_episode_steps=max_episode_steps,
+        kwargs=dict(kwargs or {}),
+        tags=tuple(tags),
+        description=description,
+        nondeterministic=nondeterministic,
+    )
+    previous = _registry.get(id)
+    if previous is not None and previous != spec:
+        warnings.warn(f"overriding the registered environment {id}", stacklevel=2)
+    _registry[id] = spec
+    return spec
+
+
+def spec(env_id: str) -> EnvSpec:
+    """The spec registered under ``env_id`` (``module:id`` imports ``module`` first)."""
+    env_id = _import_prefix(env_id)
+    _load_plugins()
+    found = _registry.get(env_id)
+    if found is None:
+        raise UnknownEnvError(_unknown_message(env_id))
+    return found
+
+
+def make(env_id: str | EnvSpec, **kwargs: Any) -> Env:
+    """Build an environment by id or spec; ``kwargs`` override the spec's constructor arguments."""
+    env_spec = env_id if isinstance(env_id, EnvSpec) else spec(env_id)
+    arguments = {**env_spec.kwargs, **kwargs}
+    if env_spec.max_episode_steps is not None:
+        arguments.setdefault("max_turns", env_spec.max_episode_steps)
+    env_cls = env_spec.load()
+    try:
+        env = env_cls(**arguments)
+    except TypeError as exc:
+        raise RegistrationError(f"could not build {env_spec.id} with arguments {sorted(arguments)}: {exc}") from exc
+    env.spec = env_spec.model_copy(update={"kwargs": {k: v for k, v in arguments.items() if k != "max_turns"}})
+    return env
+
+
+def list_envs(family: str | None = None, tag: str | None = None) -> list[EnvSpec]:
+    """The registered specs, sorted by id, optionally only one family or tag."""
+    _load_plugins()
+    return [
+        s
+        for _, s in sorted(_registry.items())
+        if (family is None or s.family == family) and (tag is None or tag in s.tags)
+    ]
+
+
+def families() -> list[str]:
+    """The families that have at least one registered environment."""
+    return sorted({s.family for s in list_envs()})
+
+
+def load_entry_point(entry_point: str) -> type[Env]:
+    """Import ``package.module:ClassName`` and check that it is an agentgym environment."""
+    module_name, _, attr = entry_point.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise RegistrationError(f"cannot load entry point {entry_point!r}: {exc}") from exc
+    if not (isinstance(obj, type) and issubclass(obj, Env)):
+        raise RegistrationError(f"entry point {entry_point!r} is not a subclass of agentgym.Env")
+    return obj
+
+
+def _import_prefix(env_id: str) -> str:
+    """Import the module of a ``module:family/Name-vN`` id and return the plain id."""
+    module, sep, rest = env_id.partition(":")
+    if not sep or "/" in module:
+        return env_id
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        raise RegistrationError(f"cannot import {module!r} to find {rest}: {exc}") from exc
+    return rest
+
+
+def _load_plugins() -> None:
+    """Register the bundled environments, then every package's ``agentgym.envs`` entry points, once."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    from agentgym.envs import register_envs
+
+    register_envs()
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.value == f"{register_envs.__module__}:{register_envs.__name__}":
+            continue
+        try:
+            loaded = ep.load()
+            if callable(loaded):
+                loaded()
+        except Exception as exc:  # a broken plugin must not take the whole registry down
+            warnings.warn(f"the agentgym.envs plugin {ep.name!r} ({ep.value}) failed to load: {exc}", stacklevel=3)
+
+
+def _unknown_message(env_id: str) -> str:
+    """Why ``env_id`` was not found, with the nearest registered ids."""
+    known = sorted(_registry)
+    try:
+        family, name, _ = parse_id(env_id)
+    except RegistrationError as exc:
+        family, name = None, None
+        prefix = f"{exc}."
+    else:
+        prefix = f"no environment registered as {env_id!r}."
+    versions = [i for i in known if family is not None and i.rsplit("-v", 1)[0] == f"{family}/{name}"]
+    if versions:
+        return f"{prefix} Registered versions: {', '.join(versions)}"
+    lowered = {i.lower(): i for i in known}
+    close = difflib.get_close_matches(env_id.lower(), list(lowered), n=3, cutoff=0.5)
+    if close:
+        return f"{prefix} Did you mean: {', '.join(lowered[c] for c in close)}?"
+    return f"{prefix} See `agentgym list` for the registered ids."

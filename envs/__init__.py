@@ -1,0 +1,25 @@
+"""The environments bundled with agentgym, one subpackage per family (``games``, ``tools``)."""
+
+from agentgym.registration import register
+
+
+def register_envs() -> None:
+    """Register the bundled environments (called by the registry on its first lookup)."""
+    register(
+        "games/FrozenLake-v0",
+        "agentgym.envs.games.frozen_lake:FrozenLakeEnv",
+        tags=("games", "grid", "multi-turn"),
+        description="Walk across a frozen lake to the goal without falling into a hole.",
+    )
+    register(
+        "games/Sokoban-v0",
+        "agentgym.envs.games.sokoban:SokobanEnv",
+        tags=("games", "grid", "planning", "multi-turn"),
+        description="Push every box onto a target in a generated, always solvable warehouse.",
+    )
+    register(
+        "tools/Calculator-v0",
+        "agentgym.envs.tools.calculator:CalculatorEnv",
+        tags=("tools", "math", "multi-turn"),
+        description="Solve an arithmetic word problem with a calculator tool, then answer.",
+    )

@@ -1,0 +1,1 @@
+"""Grid games: FrozenLake and Sokoban."""

@@ -1,0 +1,1 @@
+"""Tool-use environments: the agent calls tools to reach a verifiable answer."""

@@ -1,0 +1,71 @@
+"""Shared fixtures: a small scripted environment that exercises every part of the base class."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import agentgym
+from agentgym import Env, Message, ToolCall, ToolError, tool
+
+
+class CounterEnv(Env):
+    """Count up to a target with `add`; `boom` raises an infrastructure error; `wait` is async."""
+
+    difficulties = ("easy", "hard")
+    default_max_turns = 6
+
+    def setup(self, difficulty: str, options: dict[str, Any]) -> list[Message]:
+        self.total = 0
+        self.target = int(self.np_random.integers(3, 9)) * (10 if difficulty == "hard" else 1)
+        return [Message(role="user", content=f"Reach exactly {self.target}.")]
+
+    @tool
+    def add(self, amount: int) -> str:
+        """Add an amount to the running total.
+
+        Args:
+            amount: A number from 1 to 100.
+        """
+        if not 1 <= amount <= 100:
+            raise ToolError("amount must be between 1 and 100")
+        self.total += amount
+        if self.total == self.target:
+            self.finish(success=True)
+        elif self.total > self.target:
+            self.finish(success=False)
+        return f"total = {self.total}"
+
+    @tool
+    async def wait(self, seconds: float = 0.0) -> str:
+        """Wait a little, at most 50 ms (an async tool)."""
+        await asyncio.sleep(min(max(seconds, 0.0), 0.05))
+        return "waited"
+
+    @tool
+    def boom(self) -> str:
+        """Fail like a crashed container."""
+        raise RuntimeError("container died")
+
+    def oracle_action(self) -> str:
+        step = min(100, self.target - self.total)
+        return self.parser.format([ToolCall(id="c", name="add", arguments={"amount": step})])
+
+
+@pytest.fixture
+def counter_env():
+    env = CounterEnv()
+    yield env
+    env.close()
+
+
+@pytest.fixture
+def registered_counter():
+    """CounterEnv registered as test/Counter-v0 for the duration of a test."""
+    spec = agentgym.register("test/Counter-v0", "tests.conftest:CounterEnv", tags=("test",))
+    yield spec
+    from agentgym import registration
+
+    registration._registry.pop(spec.id, None)

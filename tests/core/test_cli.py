@@ -1,0 +1,80 @@
+"""The command line, run as a user runs it: a subprocess of the installed ``agentgym`` script."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+
+def agentgym(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["agentgym", *args], input=stdin, capture_output=True, text=True, timeout=300)
+
+
+def test_list_json_and_family_filter():
+    listed = json.loads(agentgym("list", "--json", "--family", "games").stdout)
+    assert {s["id"] for s in listed} == {"games/FrozenLake-v0", "games/Sokoban-v0"}
+
+
+def test_info_json_names_tools_and_difficulties():
+    details = json.loads(agentgym("info", "games/FrozenLake-v0", "--json").stdout)
+    assert details["tools"][0]["name"] == "move"
+    assert details["difficulties"] == {"easy": {"max_turns": 12}, "medium": {"max_turns": 24}, "hard": {"max_turns": 40}}
+
+
+def test_eval_json_last_line_and_result_file(tmp_path):
+    done = agentgym("eval", "games/FrozenLake-v0", "--policy", "oracle", "--episodes", "10", "--out", str(tmp_path), "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["success_rate"] == 1.0 and summary["episodes"] == 10 and summary["mean_reward"] == 1.0
+    assert summary["mean_turns"] > 1
+    saved = json.loads((tmp_path / "games__FrozenLake-v0__oracle.json").read_text())
+    assert saved["summary"]["episodes"] == 10 and len(saved["episodes"]) == 10
+    assert "success" in done.stdout and "FrozenLake" in done.stdout  # the table
+
+
+def test_check_all_passes():
+    done = agentgym("check", "--all", "--episodes", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "FAIL" not in done.stdout and done.stdout.count("pass") >= 3
+
+
+@pytest.mark.parametrize(
+    "args, reason",
+    [
+        (["eval", "games/FrozenLake-v0", "--policy", "genius"], "'genius' is not one of"),
+        (["eval", "games/FrozenLak-v0", "--policy", "oracle"], "Did you mean: games/FrozenLake-v0"),
+        (["eval", "games/FrozenLake-v0", "--policy", "oracle", "--episodes", "0"], "--episodes"),
+        (["eval", "games/FrozenLake-v0", "--policy", "oracle", "--difficulty", "brutal"], "no difficulty 'brutal'"),
+        (["eval", "--policy", "oracle"], "name environment ids or pass --all"),
+        (["info", "nonsense"], "malformed environment id"),
+        (["play", "games/Sokoban-v0", "--difficulty", "brutal"], "unknown difficulty"),
+        (["frobnicate"], "No such command"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(args, reason):
+    done = agentgym(*args)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("agentgym: error:") and reason in lines[0], done.stderr
+
+
+def test_play_solves_frozen_lake_from_typed_moves():
+    import agentgym as ag
+
+    env = ag.make("games/FrozenLake-v0", parser="pythonic")
+    env.reset(seed=5)
+    moves, done = [], False
+    while not done:
+        moves.append(env.oracle_action())
+        done = any(env.step(moves[-1])[2:4])
+    env.close()
+    played = agentgym("play", "games/FrozenLake-v0", "--seed", "5", stdin="hello\n" + "\n".join(moves) + "\n")
+    assert played.returncode == 0
+    assert "no tool call found" in played.stdout and "Episode over: solved" in played.stdout
+
+
+def test_play_stops_cleanly_at_end_of_input():
+    played = agentgym("play", "tools/Calculator-v0", "--seed", "1", stdin="")
+    assert played.returncode == 0 and "(stopped)" in played.stdout

@@ -1,0 +1,60 @@
+"""Episodes and evaluation: scores, infrastructure errors kept apart, timeouts, saved results."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import numpy as np
+
+import agentgym
+from agentgym import OraclePolicy, RandomPolicy, TaskSet, run_episode
+from tests.conftest import CounterEnv
+
+
+class Crashy:
+    """A policy that makes the environment crash on every third task seed, and hangs on another."""
+
+    name = "crashy"
+
+    async def act(self, env, messages, rng: np.random.Generator) -> str:
+        seed = env.np_random_seed
+        if seed % 3 == 0:
+            return '<tool_call>{"name": "boom", "arguments": {}}</tool_call>'
+        if seed % 3 == 1:
+            await asyncio.sleep(10)
+        return env.oracle_action()
+
+
+def test_oracle_episode_is_recorded_turn_by_turn():
+    env = CounterEnv()
+    task = agentgym.Task(env_id="test/Counter-v0", seed=4, difficulty="hard")
+    trajectory = asyncio.run(run_episode(env, OraclePolicy(), task))
+    assert trajectory.status == "ok" and trajectory.success and trajectory.reward == 1.0
+    roles = [m.role for m in trajectory.messages]
+    assert roles[0] == "user" and roles[1::2] == ["assistant"] * trajectory.num_turns
+    assert all(turn.tool_calls and turn.tool_calls[0].name == "add" for turn in trajectory.turns)
+    env.close()
+
+
+def test_infrastructure_errors_and_timeouts_are_errors_not_scores(registered_counter):
+    tasks = TaskSet.generate("test/Counter-v0", 9)
+    result = asyncio.run(agentgym.evaluate("test/Counter-v0", Crashy(), tasks, concurrency=4, episode_timeout=0.5))
+    by_seed = {t.task.seed: t for t in result.trajectories}
+    assert [t.task.seed for t in result.trajectories] == list(range(9))
+    assert "container died" in by_seed[0].error and by_seed[0].status == "error"
+    assert "timed out" in by_seed[1].error
+    assert by_seed[2].status == "ok" and by_seed[2].success
+    summary = result.summary
+    assert summary.infra_errors == 6 and summary.episodes == 9 and summary.success_rate == 1.0
+
+
+def test_results_are_saved_and_random_is_reproducible(registered_counter, tmp_path):
+    tasks = TaskSet.generate("test/Counter-v0", 12, split="test")
+    runs = [asyncio.run(agentgym.evaluate("test/Counter-v0", RandomPolicy(), tasks, concurrency=c, seed=7)) for c in (1, 5)]
+    for a, b in zip(*(run.trajectories for run in runs), strict=True):
+        assert (a.reward, [turn.action for turn in a.turns]) == (b.reward, [turn.action for turn in b.turns])
+    path = runs[0].save(tmp_path)
+    saved = json.loads(path.read_text())
+    assert saved["summary"]["episodes"] == 12 and len(saved["episodes"]) == 12
+    assert len(path.with_suffix(".jsonl").read_text().splitlines()) == 12

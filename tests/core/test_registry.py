@@ -1,0 +1,115 @@
+"""The registry: id grammar, lookups with suggestions, make, specs, and third-party plugins."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import agentgym
+from agentgym import EnvSpec, RegistrationError, UnknownEnvError, registration
+from tests.conftest import CounterEnv
+
+PLUGIN = Path(__file__).resolve().parents[1] / "fixtures" / "example-plugin"
+
+
+def test_make_passes_kwargs_and_sets_the_spec(registered_counter):
+    env = agentgym.make("test/Counter-v0", parser="pythonic", max_turns=3)
+    assert isinstance(env, CounterEnv) and env.spec.id == "test/Counter-v0"
+    assert env.max_turns == 3 and env.spec.kwargs == {"parser": "pythonic"}
+    env.close()
+
+
+def test_max_episode_steps_becomes_the_turn_limit():
+    agentgym.register("test/Short-v1", "tests.conftest:CounterEnv", max_episode_steps=2)
+    try:
+        env = agentgym.make("test/Short-v1")
+        env.reset(seed=0)
+        assert env.step("x")[3] is False and env.step("x")[3] is True
+        env.close()
+    finally:
+        registration._registry.pop("test/Short-v1")
+
+
+@pytest.mark.parametrize("bad", ["FrozenLake-v0", "games/FrozenLake", "games/FrozenLake-vX", "/X-v0", "games/Frozen Lake-v0"])
+def test_malformed_ids_are_refused(bad):
+    with pytest.raises(RegistrationError, match="family/Name-vN"):
+        agentgym.register(bad, "tests.conftest:CounterEnv")
+
+
+def test_unknown_ids_suggest_the_closest():
+    with pytest.raises(UnknownEnvError, match="Did you mean: games/FrozenLake-v0"):
+        agentgym.spec("games/FrozenLak-v0")
+    with pytest.raises(UnknownEnvError, match="Registered versions: games/Sokoban-v0"):
+        agentgym.make("games/Sokoban-v7")
+    with pytest.raises(UnknownEnvError, match="agentgym list"):
+        agentgym.spec("zzz/Qqqq-v0")
+
+
+def test_module_prefix_imports_the_module_first():
+    assert "tests.fixtures_registering" not in sys.modules
+    env = agentgym.make("tests.fixtures_registering:test/Imported-v0")
+    assert type(env).__name__ == "CounterEnv"
+    env.close()
+    registration._registry.pop("test/Imported-v0")
+
+
+def test_spec_survives_a_json_round_trip():
+    original = agentgym.spec("games/FrozenLake-v0")
+    restored = EnvSpec.model_validate_json(original.model_dump_json())
+    assert restored == original and (restored.family, restored.name, restored.version) == ("games", "FrozenLake", 0)
+
+
+def test_entry_points_must_name_an_env_class():
+    agentgym.register("test/Broken-v0", "tests.conftest:pytest")
+    try:
+        with pytest.raises(RegistrationError, match="not a subclass of agentgym.Env"):
+            agentgym.make("test/Broken-v0")
+    finally:
+        registration._registry.pop("test/Broken-v0")
+    with pytest.raises(RegistrationError, match="package.module:ClassName"):
+        agentgym.register("test/Broken-v0", "no_colon_here")
+
+
+def test_re_registering_warns(registered_counter):
+    with pytest.warns(UserWarning, match="overriding"):
+        agentgym.register("test/Counter-v0", "tests.conftest:CounterEnv", tags=("other",))
+
+
+def test_listing_by_family_and_tag():
+    assert {s.id for s in agentgym.list_envs(family="games")} >= {"games/FrozenLake-v0", "games/Sokoban-v0"}
+    assert [s.id for s in agentgym.list_envs(tag="math")] == ["tools/Calculator-v0"]
+    assert {"games", "tools"} <= set(agentgym.families())
+
+
+@pytest.fixture(scope="module")
+def plugin_site(tmp_path_factory):
+    """The example plugin installed by pip, as a user would, into a directory of its own."""
+    target = tmp_path_factory.mktemp("site")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+         "--no-compile", "--target", str(target), str(PLUGIN)],
+        check=True,
+    )
+    return target
+
+
+def test_third_party_package_registers_through_the_entry_point(plugin_site, monkeypatch):
+    monkeypatch.syspath_prepend(str(plugin_site))
+    monkeypatch.setattr(registration, "_plugins_loaded", False)
+    assert "example/GuessNumber-v0" in [s.id for s in agentgym.list_envs(family="example")]
+    env = agentgym.make("example/GuessNumber-v0")
+    agentgym.check_env(env)
+    env.close()
+    registration._registry.pop("example/GuessNumber-v0")
+
+
+def test_cli_lists_the_third_party_environment(plugin_site):
+    environ = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin_site), os.environ.get("PYTHONPATH", "")])}
+    listed = subprocess.run(["agentgym", "list", "--json", "--family", "example"], env=environ,
+                            capture_output=True, text=True, check=True)
+    assert [s["id"] for s in json.loads(listed.stdout)] == ["example/GuessNumber-v0"]
