@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+AGENTGYM = str(Path(sys.executable).with_name("agentgym"))
+
 
 def agentgym(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["agentgym", *args], input=stdin, capture_output=True, text=True, timeout=300)
+    return subprocess.run([AGENTGYM, *args], input=stdin, capture_output=True, text=True, timeout=300)
 
 
 def test_list_json_and_family_filter():

@@ -16,6 +16,8 @@ from tests.conftest import CounterEnv
 
 PLUGIN = Path(__file__).resolve().parents[1] / "fixtures" / "example-plugin"
 
+AGENTGYM = str(Path(sys.executable).with_name("agentgym"))
+
 
 def test_make_passes_kwargs_and_sets_the_spec(registered_counter):
     env = agentgym.make("test/Counter-v0", parser="pythonic", max_turns=3)
@@ -110,6 +112,6 @@ def test_third_party_package_registers_through_the_entry_point(plugin_site, monk
 
 def test_cli_lists_the_third_party_environment(plugin_site):
     environ = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin_site), os.environ.get("PYTHONPATH", "")])}
-    listed = subprocess.run(["agentgym", "list", "--json", "--family", "example"], env=environ,
+    listed = subprocess.run([AGENTGYM, "list", "--json", "--family", "example"], env=environ,
                             capture_output=True, text=True, check=True)
     assert [s["id"] for s in json.loads(listed.stdout)] == ["example/GuessNumber-v0"]

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The README's second command: install with the test extras and run the default test suite.
+# Extra arguments go to pytest (e.g. `-m slow`).
+set -euo pipefail
+bin="$(bash "$(dirname "$0")/setup.sh" dev)"
+cd "$(dirname "$0")/.."
+"$bin/python" -m pytest -p no:cacheprovider "$@"
