@@ -27,7 +27,7 @@ from agentgym.policies import POLICIES, get_policy
 from agentgym.registration import list_envs, make, spec
 from agentgym.tasks import TaskSet
 
-out = Console(highlight=False)
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 140)
 err = Console(stderr=True, highlight=False)
 
 

@@ -192,16 +192,19 @@ class Env(gymnasium.Env[list[Message], str]):
         }
         return list(messages), reward, terminated, truncated, info
 
+    def format_call(self, name: str, **arguments: Any) -> str:
+        """The text of one tool call in this environment's format (what an oracle sends)."""
+        return self.parser.format([ToolCall(id="call_0", name=name, arguments=arguments)])
+
     def random_action(self, rng: Any) -> str:
         """A well-formed call of a random tool with random arguments (a baseline policy's move)."""
         name = list(self._tools)[int(rng.integers(len(self._tools)))]
-        spec = self._tools[name][1]
-        return self.parser.format([ToolCall(id="call_0", name=name, arguments=sample_arguments(spec, rng))])
+        return self.format_call(name, **sample_arguments(self._tools[name][1], rng))
 
     def example_call(self) -> str:
         """A sample call of the first tool, written in this environment's tool-call format."""
         name, (_, spec) = next(iter(self._tools.items()))
-        return self.parser.format([ToolCall(id="call_0", name=name, arguments=sample_arguments(spec))])
+        return self.format_call(name, **sample_arguments(spec))
 
     def render(self) -> str | None:
         """The state as text when ``render_mode="ansi"``; nothing otherwise."""

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import agentgym
-from agentgym import Env, Message, ToolCall, ToolError, tool
+from agentgym import Env, Message, ToolError, tool
 
 
 class CounterEnv(Env):
@@ -51,7 +51,7 @@ class CounterEnv(Env):
 
     def oracle_action(self) -> str:
         step = min(100, self.target - self.total)
-        return self.parser.format([ToolCall(id="c", name="add", arguments={"amount": step})])
+        return self.format_call("add", amount=step)
 
 
 @pytest.fixture

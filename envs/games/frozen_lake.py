@@ -8,7 +8,7 @@ from typing import Any, Literal
 import numpy as np
 
 from agentgym.core import Env
-from agentgym.messages import Message, ToolCall
+from agentgym.messages import Message
 from agentgym.tools import tool
 
 Direction = Literal["left", "down", "right", "up"]
@@ -84,7 +84,7 @@ class FrozenLakeEnv(Env):
         return f"{note}\n{self.render_text()}"
 
     def oracle_action(self) -> str:
-        return self.parser.format([ToolCall(id="call_0", name="move", arguments={"direction": self._best_move()})])
+        return self.format_call("move", direction=self._best_move())
 
     def render_text(self) -> str:
         rows = []

@@ -5,9 +5,17 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
+from agentgym.envs.games.sokoban_levels import (
+    MAX_SOLUTION_MOVES,
+    Level,
+    Position,
+    apply_move,
+    generate,
+    solve,
+)
+
 from agentgym.core import Env
-from agentgym.envs.games.sokoban_levels import MAX_SOLUTION_MOVES, Level, Position, apply_move, generate, solve
-from agentgym.messages import Message, ToolCall
+from agentgym.messages import Message
 from agentgym.tools import tool
 
 Direction = Literal["up", "down", "left", "right"]
@@ -69,7 +77,7 @@ class SokobanEnv(Env):
         return f"{note}\n{self.render_text()}"
 
     def oracle_action(self) -> str:
-        return self.parser.format([ToolCall(id="call_0", name="move", arguments={"direction": self._next_move()})])
+        return self.format_call("move", direction=self._next_move())
 
     def render_text(self) -> str:
         return "" if self.level is None else self.level.render(boxes=self.boxes, player=self.player)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentgym.core import Env
 from agentgym.envs.tools.arithmetic import (
     ExpressionError,
     Problem,
@@ -14,8 +13,10 @@ from agentgym.envs.tools.arithmetic import (
     generate_problem,
     parse_number,
 )
+
+from agentgym.core import Env
 from agentgym.errors import ToolError
-from agentgym.messages import Message, ToolCall
+from agentgym.messages import Message
 from agentgym.tools import tool
 
 SYSTEM_PROMPT = """Solve the word problem. Do the arithmetic with the calculator tool: it takes one expression
@@ -84,10 +85,8 @@ class CalculatorEnv(Env):
     def oracle_action(self) -> str:
         assert self.problem is not None
         if not self.results:
-            call = ToolCall(id="call_0", name="calculator", arguments={"expression": self.problem.expression})
-        else:
-            call = ToolCall(id="call_0", name="answer", arguments={"value": self.problem.answer})
-        return self.parser.format([call])
+            return self.format_call("calculator", expression=self.problem.expression)
+        return self.format_call("answer", value=self.problem.answer)
 
     def render_text(self) -> str:
         if self.problem is None:

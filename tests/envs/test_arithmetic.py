@@ -7,9 +7,6 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from agentgym.envs.tools import arithmetic
 from agentgym.envs.tools.arithmetic import (
     DIFFICULTIES,
@@ -21,6 +18,8 @@ from agentgym.envs.tools.arithmetic import (
     generate_problem,
     parse_number,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 @pytest.mark.parametrize(

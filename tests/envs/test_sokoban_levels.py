@@ -7,9 +7,6 @@ from collections import deque
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from agentgym.envs.games.sokoban_levels import (
     DIFFICULTIES,
     DIRECTIONS,
@@ -20,6 +17,8 @@ from agentgym.envs.games.sokoban_levels import (
     generate,
     solve,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 SEEDS = range(200)
 
