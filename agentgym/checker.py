@@ -18,7 +18,6 @@ from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 
 from agentgym.core import Env
 from agentgym.errors import EnvCheckError
-from agentgym.spaces import Messages
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 MALFORMED_ACTIONS: tuple[str, ...] = (
@@ -126,7 +125,7 @@ def check_malformed_actions(env: Env, seed: int) -> None:
             observation, reward, terminated, truncated, info = env.step(action)
         except Exception as exc:
             raise EnvCheckError("malformed_actions", f"step({action[:40]!r}) raised {type(exc).__name__}: {exc}") from exc
-        if not Messages().contains(observation) or not observation:
+        if not env.observation_space.contains(observation) or not observation:
             raise EnvCheckError("malformed_actions", f"step({action[:40]!r}) returned no error message to the agent")
         if info.get("action_error") is None:
             raise EnvCheckError("malformed_actions", f"step({action[:40]!r}) did not set info['action_error']")

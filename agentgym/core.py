@@ -21,6 +21,7 @@ from functools import partial
 from typing import Any, ClassVar, Literal, TypeVar
 
 import gymnasium
+import numpy as np
 
 from agentgym.errors import ResetNeeded, ToolError
 from agentgym.messages import ContentPart, Message, ToolCall
@@ -92,6 +93,7 @@ class Env(gymnasium.Env[list[Message], str]):
         self.observation_space = Messages()
         self.action_space = Utterance(max_length=max_action_chars)
         self._tools = tools_of(type(self))
+        self._tool_specs = tuple(spec for _, spec in self._tools.values())
         self._started = False
         self._over = False
         self._success = False
@@ -138,7 +140,7 @@ class Env(gymnasium.Env[list[Message], str]):
     @property
     def tools(self) -> list[ToolSpec]:
         """The tools an agent can call here."""
-        return [spec for _, spec in self._tools.values()]
+        return list(self._tool_specs)
 
     @property
     def turn(self) -> int:
@@ -196,7 +198,7 @@ class Env(gymnasium.Env[list[Message], str]):
         """The text of one tool call in this environment's format (what an oracle sends)."""
         return self.parser.format([ToolCall(id="call_0", name=name, arguments=arguments)])
 
-    def random_action(self, rng: Any) -> str:
+    def random_action(self, rng: np.random.Generator) -> str:
         """A well-formed call of a random tool with random arguments (a baseline policy's move)."""
         name = list(self._tools)[int(rng.integers(len(self._tools)))]
         return self.format_call(name, **sample_arguments(self._tools[name][1], rng))
@@ -227,7 +229,7 @@ class Env(gymnasium.Env[list[Message], str]):
         if len(action) > self.max_action_chars:
             outcome.action_errors.append(f"the message is too long ({len(action)} characters, at most {self.max_action_chars})")
             return outcome
-        parsed = self.parser.parse(action, self.tools)
+        parsed = self.parser.parse(action, self._tool_specs)
         outcome.action_errors.extend(parsed.errors)
         calls = parsed.calls
         if self.max_tool_calls is not None and len(calls) > self.max_tool_calls:
