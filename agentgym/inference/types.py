@@ -1,0 +1,161 @@
+"""What passes between the rollout and an inference engine: requests, results and the engine protocol.
+
+Engines work on token ids (token-in, token-out): the rollout renders the conversation with the
+model's chat template once, appends each observation's ids, and never re-tokenises history. Every
+generated token comes back with its behaviour log-probability (see :mod:`agentgym.inference.sampling`
+for exactly which distribution) and the policy version that sampled it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from agentgym.messages import ToolCall
+
+FinishReason = Literal["stop", "length", "abort"]
+_request_ids = itertools.count()
+
+
+class SamplingParams(BaseModel):
+    """How to sample one response."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    temperature: float = Field(1.0, ge=0.0)
+    """Softmax temperature; 0 means greedy (the logprob is then that of the argmax under temperature 1)."""
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    """Nucleus sampling: keep the smallest set of tokens whose probability reaches ``top_p``."""
+    max_tokens: int = Field(256, ge=1)
+    """The most tokens to generate."""
+    stop: tuple[str, ...] = ()
+    """Stop once the decoded response ends with one of these strings (the end-of-turn token always stops)."""
+    seed: int | None = None
+    """Seed of this request's own random stream: the same seeded request samples the same tokens,
+    alone or batched with others."""
+
+
+class GenerationRequest(BaseModel):
+    """A prompt as token ids and how to continue it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    prompt_ids: list[int] = Field(min_length=1)
+    sampling: SamplingParams = SamplingParams()
+    request_id: str = Field(default_factory=lambda: f"req-{next(_request_ids)}")
+
+
+class GenerationResult(BaseModel):
+    """The tokens generated for one request, aligned one entry per token."""
+
+    request_id: str
+    token_ids: list[int]
+    logprobs: list[float]
+    """Behaviour log-probability of each token under the distribution it was sampled from."""
+    versions: list[int]
+    """The policy version (weights) that sampled each token; it changes mid-response when a weight
+    update interrupts the request and it continues under the new weights."""
+    finish_reason: FinishReason
+    """``stop``: end-of-turn token or a stop string; ``length``: ``max_tokens`` reached; ``abort``: the
+    engine was shut down or the request cancelled."""
+    prompt_tokens: int
+
+    @model_validator(mode="after")
+    def _aligned(self) -> GenerationResult:
+        if not len(self.token_ids) == len(self.logprobs) == len(self.versions):
+            raise ValueError("token_ids, logprobs and versions must have the same length")
+        return self
+
+
+class EngineStats(BaseModel):
+    """Counters an engine keeps since it started (or since :meth:`InferenceEngine.reset_stats`)."""
+
+    busy_seconds: float = 0.0
+    """Wall time during which at least one request was being computed."""
+    wall_seconds: float = 0.0
+    requests: int = 0
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
+    weight_updates: int = 0
+    interrupted: int = 0
+    """Requests that were in flight during a weight update and continued under the new weights."""
+
+    @property
+    def busy_fraction(self) -> float:
+        return self.busy_seconds / self.wall_seconds if self.wall_seconds > 0 else 0.0
+
+
+@runtime_checkable
+class InferenceEngine(Protocol):
+    """An engine that continues token-id prompts; any number of ``generate`` calls may be in flight.
+
+    Cancelling the task that awaits ``generate`` drops the request and frees what it held.
+    """
+
+    name: str
+
+    @property
+    def version(self) -> int:
+        """The policy version of the current weights; 0 for the weights the engine was built with."""
+        ...
+
+    @property
+    def tokenizer(self) -> Any:
+        """The Hugging Face tokenizer that defines the ids (and carries the chat template)."""
+        ...
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        """Generate one response to ``request``."""
+        ...
+
+    async def update_weights(
+        self, weights: Mapping[str, Any] | str | Path, *, version: int | None = None
+    ) -> int:
+        """Load new weights (a state dict or a checkpoint folder) without restarting; requests in
+        flight are interrupted and continue under them. Returns the new version (``version`` or +1)."""
+        ...
+
+    def stats(self) -> EngineStats:
+        """Counters since start or the last :meth:`reset_stats`."""
+        ...
+
+    def reset_stats(self) -> None:
+        """Start counting afresh (for measuring one phase)."""
+        ...
+
+    async def close(self) -> None:
+        """Stop, aborting requests in flight; safe to call twice."""
+        ...
+
+
+class ChatResult(BaseModel):
+    """An assistant reply from a chat endpoint."""
+
+    content: str
+    """The assistant's text, without the tool calls."""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    finish_reason: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@runtime_checkable
+class ChatEngine(Protocol):
+    """An engine that answers whole conversations (an OpenAI-compatible endpoint); for evaluation,
+    where token ids are not available."""
+
+    name: str
+
+    async def chat(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], sampling: SamplingParams
+    ) -> ChatResult:
+        """One assistant reply to OpenAI-format ``messages`` with OpenAI-format ``tools``."""
+        ...
+
+    async def close(self) -> None:
+        """Release the connection; safe to call twice."""
+        ...
