@@ -69,3 +69,12 @@ def registered_counter():
     from agentgym import registration
 
     registration._registry.pop(spec.id, None)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    """A folder holding the tiny Qwen2 model, its tokenizer and chat template (``agentgym model init``),
+    built once per test session; load it with ``AutoModelForCausalLM``/``AutoTokenizer.from_pretrained``."""
+    from agentgym.models import init_model
+
+    return init_model(tmp_path_factory.mktemp("tiny-model"), "tiny", seed=0)
