@@ -1,0 +1,86 @@
+"""What the torch engine's worker tracks per request and per weight update, and how it hands results
+back to the event loop that awaits them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from agentgym.inference.types import FinishReason, GenerationRequest, GenerationResult
+
+
+@dataclass(eq=False)
+class Sequence:
+    """One request as the worker tracks it."""
+
+    request: GenerationRequest
+    generator: torch.Generator
+    future: asyncio.Future[GenerationResult]
+    loop: asyncio.AbstractEventLoop
+    stop_window: int
+    """How many trailing tokens to decode to see a stop string (0: no stop strings)."""
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    cancelled: bool = False
+    resolved: bool = False
+
+    def context(self) -> list[int]:
+        return self.request.prompt_ids + self.token_ids
+
+    def resolve(self, finish_reason: FinishReason) -> None:
+        self._settle(
+            GenerationResult(
+                request_id=self.request.request_id,
+                token_ids=self.token_ids,
+                logprobs=self.logprobs,
+                versions=self.versions,
+                finish_reason=finish_reason,
+                prompt_tokens=len(self.request.prompt_ids),
+            ),
+            None,
+        )
+
+    def fail(self, error: BaseException) -> None:
+        self._settle(None, error)
+
+    def _settle(self, result: GenerationResult | None, error: BaseException | None) -> None:
+        if not self.resolved:
+            self.resolved = True
+            settle_future(self.loop, self.future, result, error)
+
+
+@dataclass(eq=False)
+class WeightUpdate:
+    """A weight update waiting for the end of the current step."""
+
+    state: Mapping[str, torch.Tensor]
+    version: int | None
+    future: asyncio.Future[int]
+    loop: asyncio.AbstractEventLoop
+
+    def settle(self, version: int | None, error: BaseException | None = None) -> None:
+        settle_future(self.loop, self.future, version, error)
+
+
+def settle_future(
+    loop: asyncio.AbstractEventLoop, future: asyncio.Future, result: Any, error: BaseException | None
+) -> None:
+    """Resolve ``future`` from the worker thread on its own event loop (unless done or the loop closed)."""
+
+    def settle() -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+    try:
+        loop.call_soon_threadsafe(settle)
+    except RuntimeError:  # the caller's event loop is closed: nobody is waiting any more
+        pass

@@ -1,0 +1,101 @@
+"""Loading for the torch engine, from local files only: the model and tokenizer, the end-of-turn
+tokens, and new weights (a state dict or a safetensors checkpoint folder) checked before they are copied."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+
+
+def load_model(
+    model: str | Path | PreTrainedModel,
+    tokenizer: Any,
+    device: str | torch.device,
+    dtype: str | torch.dtype | None,
+) -> tuple[PreTrainedModel, Any]:
+    """The model on its device and dtype, and its tokenizer, from local files only."""
+    if isinstance(dtype, str):
+        if not isinstance(getattr(torch, dtype, None), torch.dtype):
+            raise ValueError(f"dtype {dtype!r} is not a torch dtype; use e.g. 'float32' or 'bfloat16'")
+        dtype = getattr(torch, dtype)
+    if isinstance(model, PreTrainedModel):
+        target = next(model.parameters()).device if device == "auto" else torch.device(device)
+        model = model.to(device=target, dtype=dtype) if dtype is not None else model.to(target)
+        source = Path(model.name_or_path) if model.name_or_path else None
+    else:
+        source = Path(model)
+        if not source.is_dir():
+            raise FileNotFoundError(
+                f"model {str(model)!r} is not a local folder; the torch engine loads only local checkpoints "
+                "(write one with save_pretrained or agentgym.models.init_model)"
+            )
+        target = torch.device(
+            ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
+        )
+        if dtype is None:
+            dtype = torch.float32 if target.type == "cpu" else torch.bfloat16
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, local_files_only=True).to(target)
+    if tokenizer is None or isinstance(tokenizer, str | Path):
+        folder = Path(tokenizer) if tokenizer is not None else source
+        if folder is None or not folder.is_dir():
+            raise ValueError(
+                "pass tokenizer= (a tokenizer or a local folder) when the model has no local folder"
+            )
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    return model, tokenizer
+
+
+def eos_token_ids(tokenizer: Any, model: PreTrainedModel) -> frozenset[int]:
+    """The tokens that end a response: the tokenizer's and generation config's eos, and ``<|im_end|>``."""
+    ids: set[int] = set()
+    generation_config = getattr(model, "generation_config", None)
+    for value in (tokenizer.eos_token_id, getattr(generation_config, "eos_token_id", None)):
+        if isinstance(value, int):
+            ids.add(value)
+        elif value is not None:
+            ids.update(value)
+    end_of_turn = tokenizer.get_vocab().get("<|im_end|>")
+    if end_of_turn is not None:
+        ids.add(end_of_turn)
+    return frozenset(ids)
+
+
+def read_checkpoint(folder: str | Path) -> dict[str, torch.Tensor]:
+    """Every tensor of the ``*.safetensors`` files in ``folder``."""
+    files = sorted(Path(folder).glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(
+            f"no *.safetensors files in {str(folder)!r}; save the checkpoint with save_pretrained"
+        )
+    state: dict[str, torch.Tensor] = {}
+    for file in files:
+        state.update(load_file(file))
+    return state
+
+
+def load_state(model: PreTrainedModel, state: Mapping[str, Any]) -> None:
+    """Copy ``state`` into ``model`` after checking every key and shape (tied weights may be omitted)."""
+    own = model.state_dict()
+    unexpected = sorted(set(state) - set(own))
+    by_storage: dict[int, set[str]] = {}
+    for key, tensor in own.items():
+        by_storage.setdefault(tensor.data_ptr(), set()).add(key)
+    missing = sorted(
+        key for key in set(own) - set(state) if not by_storage[own[key].data_ptr()] & state.keys()
+    )
+    if unexpected or missing:
+        raise ValueError(
+            f"weights do not match the served model: missing {missing[:5]}, unexpected {unexpected[:5]}"
+        )
+    wrong = [key for key in state if tuple(state[key].shape) != tuple(own[key].shape)]
+    if wrong:
+        raise ValueError(
+            f"weights have the wrong shape for {wrong[:5]}, e.g. {wrong[0]}: "
+            f"{tuple(state[wrong[0]].shape)} instead of {tuple(own[wrong[0]].shape)}"
+        )
+    model.load_state_dict(dict(state), strict=False)

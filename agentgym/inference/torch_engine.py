@@ -1,0 +1,310 @@
+"""The ``torch`` engine: a Hugging Face causal LM in-process with continuous (iteration-level) batching.
+
+``await generate(request)`` queues a request; one worker thread loops: apply pending weight updates,
+drop cancelled requests, prefill the waiting ones as a cohort and merge them into the running batch
+(up to ``max_batch_size`` rows), then run one decode step for every row on the shared KV cache and
+sample each row with its own generator (:mod:`agentgym.inference.sampling`). A finished row resolves
+its request and leaves the batch at once; new requests join at the next step.
+
+Rules:
+
+* A response ends with ``finish_reason="stop"`` at an end-of-turn token (:attr:`TorchEngine.eos_token_ids`,
+  kept as the last token) or at the token that completes one of ``SamplingParams.stop`` in the decoded
+  response (that token is kept too: token ids are never cut); ``"length"`` at ``max_tokens`` or when
+  prompt + response reach ``max_model_len``. A prompt that leaves no room is a :class:`ValueError`.
+* Each row samples with its own ``torch.Generator``, seeded by ``SamplingParams.seed`` or else by the
+  engine's own seeded RNG, so a seeded request gives the same tokens alone or batched.
+* A weight update waits for the current step, loads the weights, bumps the version and interrupts the
+  rows in flight: their caches are dropped and they are prefilled again (prompt + tokens so far)
+  under the new weights, so each token keeps the version that sampled it.
+* If a model step raises, every request in that step gets the exception; the engine keeps serving.
+* :meth:`TorchEngine.close` resolves every request in flight with ``finish_reason="abort"`` and the
+  tokens generated so far; ``generate`` after ``close`` raises :class:`RuntimeError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import PreTrainedModel
+
+from agentgym.inference._batch import KVBatch
+from agentgym.inference._batch_requests import Sequence, WeightUpdate
+from agentgym.inference._torch_loading import eos_token_ids, load_model, load_state, read_checkpoint
+from agentgym.inference.sampling import sample_token, sampling_logprobs
+from agentgym.inference.types import EngineStats, FinishReason, GenerationRequest, GenerationResult
+
+_PREFILL_TOKENS = 32768
+"""Most (padded) tokens one prefill forward takes; a single longer prompt still goes alone."""
+
+
+class TorchEngine:
+    """A ``transformers`` causal LM served in-process with continuous batching (see the module doc)."""
+
+    name = "torch"
+
+    def __init__(
+        self,
+        model: str | Path | PreTrainedModel,
+        *,
+        tokenizer: Any = None,
+        device: str | torch.device = "auto",
+        dtype: str | torch.dtype | None = None,
+        max_batch_size: int = 64,
+        max_model_len: int | None = None,
+        seed: int = 0,
+        threads: int | None = None,
+    ) -> None:
+        """Load ``model`` (a local checkpoint folder or a model object) and start the worker thread.
+        ``dtype`` defaults to float32 on CPU and bfloat16 on GPU; ``threads`` is process-wide."""
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
+        if threads is not None:
+            torch.set_num_threads(threads)
+        self.model, self._tokenizer = load_model(model, tokenizer, device, dtype)
+        self.model.eval()
+        self.device = next(self.model.parameters()).device
+        self.eos_token_ids = eos_token_ids(self._tokenizer, self.model)
+        self.max_batch_size = max_batch_size
+        self.max_model_len = max_model_len or int(self.model.config.max_position_embeddings)
+        self._vocab_size = int(self.model.get_input_embeddings().num_embeddings)
+        self._rng = random.Random(seed)
+        self._version = 0
+
+        self._cond = threading.Condition()
+        self._incoming: deque[Sequence] = deque()
+        self._updates: deque[WeightUpdate] = deque()
+        self._closing = False
+        self._stats = EngineStats()
+        self._since = time.perf_counter()
+        # Worker-owned state: requests waiting for a prefill, the rows in the batch, their cache.
+        self._waiting: deque[Sequence] = deque()
+        self._active: list[Sequence] = []
+        self._batch: KVBatch | None = None
+        self._thread = threading.Thread(target=self._run, name="agentgym-torch-engine", daemon=True)
+        self._thread.start()
+
+    @property
+    def version(self) -> int:
+        """The policy version of the current weights; 0 for the weights the engine was built with."""
+        return self._version
+
+    @property
+    def tokenizer(self) -> Any:
+        """The Hugging Face tokenizer that defines the ids."""
+        return self._tokenizer
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        """Generate one response to ``request``; cancelling the caller drops it at the next step."""
+        prompt = request.prompt_ids
+        if len(prompt) >= self.max_model_len:
+            raise ValueError(
+                f"prompt of {len(prompt)} tokens leaves no room to generate under max_model_len="
+                f"{self.max_model_len}; shorten the prompt or raise max_model_len"
+            )
+        if min(prompt) < 0 or max(prompt) >= self._vocab_size:
+            raise ValueError(f"prompt ids must lie in [0, {self._vocab_size}) (the model's vocabulary)")
+        sampling = request.sampling
+        seed = sampling.seed if sampling.seed is not None else self._rng.getrandbits(63)
+        loop = asyncio.get_running_loop()
+        seq = Sequence(
+            request=request,
+            generator=torch.Generator(device=self.device).manual_seed(seed),
+            future=loop.create_future(),
+            loop=loop,
+            stop_window=4 * max(map(len, sampling.stop)) + 1 if sampling.stop else 0,
+        )
+        with self._cond:
+            if self._closing:
+                raise RuntimeError("the torch engine is closed; build a new TorchEngine")
+            self._incoming.append(seq)
+            self._stats.requests += 1
+            self._stats.prompt_tokens += len(prompt)
+            self._cond.notify()
+        try:
+            return await seq.future
+        except asyncio.CancelledError:
+            seq.cancelled = True
+            raise
+
+    async def update_weights(
+        self, weights: Mapping[str, Any] | str | Path, *, version: int | None = None
+    ) -> int:
+        """Load a state dict or a safetensors checkpoint folder between two steps; requests in flight
+        continue under the new weights. Returns the new version (``version`` or the current one + 1)."""
+        state = weights if isinstance(weights, Mapping) else await asyncio.to_thread(read_checkpoint, weights)
+        loop = asyncio.get_running_loop()
+        update = WeightUpdate(state=state, version=version, future=loop.create_future(), loop=loop)
+        with self._cond:
+            if self._closing:
+                raise RuntimeError("the torch engine is closed; build a new TorchEngine")
+            self._updates.append(update)
+            self._cond.notify()
+        return await update.future
+
+    def stats(self) -> EngineStats:
+        """Counters since start or the last :meth:`reset_stats`."""
+        with self._cond:
+            return self._stats.model_copy(update={"wall_seconds": time.perf_counter() - self._since})
+
+    def reset_stats(self) -> None:
+        """Start counting afresh."""
+        with self._cond:
+            self._stats = EngineStats()
+            self._since = time.perf_counter()
+
+    async def close(self) -> None:
+        """Abort requests in flight (``finish_reason="abort"``) and stop the worker; safe to call twice."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify()
+        await asyncio.to_thread(self._thread.join)
+
+    # ---- worker thread -------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        with torch.inference_mode():
+            while True:
+                with self._cond:
+                    while not (
+                        self._incoming or self._updates or self._waiting or self._active or self._closing
+                    ):
+                        self._cond.wait()
+                    self._waiting.extend(self._incoming)
+                    self._incoming.clear()
+                    updates = list(self._updates)
+                    self._updates.clear()
+                    if self._closing:
+                        break
+                started = time.perf_counter()
+                for update in updates:
+                    self._apply_update(update)
+                self._drop_cancelled()
+                self._admit()
+                if self._active:
+                    self._decode()
+                with self._cond:
+                    self._stats.busy_seconds += time.perf_counter() - started
+        for update in updates:
+            update.settle(None, RuntimeError("the torch engine closed before the weight update was applied"))
+        for seq in [*self._active, *self._waiting]:
+            seq.resolve("abort")
+        self._active, self._batch = [], None
+        self._waiting.clear()
+
+    def _apply_update(self, update: WeightUpdate) -> None:
+        try:
+            load_state(self.model, update.state)
+        except Exception as error:  # a bad checkpoint fails its caller, not the requests in flight
+            update.settle(None, error)
+            return
+        self._version = update.version if update.version is not None else self._version + 1
+        interrupted = [seq for seq in [*self._active, *self._waiting] if seq.token_ids]
+        self._waiting.extendleft(reversed(self._active))
+        self._active, self._batch = [], None
+        with self._cond:
+            self._stats.weight_updates += 1
+            self._stats.interrupted += len(interrupted)
+        update.settle(self._version)
+
+    def _drop_cancelled(self) -> None:
+        self._waiting = deque(seq for seq in self._waiting if not seq.cancelled)
+        keep = [row for row, seq in enumerate(self._active) if not seq.cancelled]
+        if len(keep) < len(self._active):
+            self._keep_rows(keep)
+
+    def _admit(self) -> None:
+        cohort: list[Sequence] = []
+        width = 0
+        while self._waiting and len(self._active) + len(cohort) < self.max_batch_size:
+            width = max(width, len(self._waiting[0].context()))
+            if cohort and width * (len(cohort) + 1) > _PREFILL_TOKENS:
+                break
+            cohort.append(self._waiting.popleft())
+        if not cohort:
+            return
+        try:
+            batch, logits = KVBatch.prefill(self.model, [seq.context() for seq in cohort], self.device)
+            finished = self._sample(cohort, logits)
+        except Exception as error:
+            for seq in cohort:
+                seq.fail(error)
+            return
+        keep = [row for row, done in enumerate(finished) if not done]
+        cohort = [cohort[row] for row in keep]
+        batch = batch.select(keep) if len(keep) < len(finished) else batch
+        if batch is None:
+            return
+        self._batch = batch if self._batch is None else self._batch.merge(batch)
+        self._active.extend(cohort)
+
+    def _decode(self) -> None:
+        assert self._batch is not None
+        try:
+            tokens = torch.tensor([seq.token_ids[-1] for seq in self._active], device=self.device)
+            logits = self._batch.decode(self.model, tokens)
+            finished = self._sample(self._active, logits)
+        except Exception as error:
+            for seq in self._active:
+                seq.fail(error)
+            self._active, self._batch = [], None
+            return
+        if any(finished):
+            self._keep_rows([row for row, done in enumerate(finished) if not done])
+
+    def _keep_rows(self, rows: list[int]) -> None:
+        self._active = [self._active[row] for row in rows]
+        self._batch = self._batch.select(rows) if self._batch is not None else None
+
+    def _sample(self, seqs: list[Sequence], logits: torch.Tensor) -> list[bool]:
+        """Sample one token per row, append it to its sequence and resolve the ones that finish."""
+        groups: dict[tuple[float, float], list[int]] = {}
+        for row, seq in enumerate(seqs):
+            groups.setdefault((seq.request.sampling.temperature, seq.request.sampling.top_p), []).append(row)
+        tokens = [0] * len(seqs)
+        chosen = [0.0] * len(seqs)
+        for (temperature, top_p), rows in groups.items():
+            index = torch.tensor(rows, device=logits.device)
+            logprobs = sampling_logprobs(logits.index_select(0, index), temperature, top_p)
+            picked = [
+                sample_token(logprobs[i], temperature, seqs[row].generator) for i, row in enumerate(rows)
+            ]
+            values = logprobs[
+                torch.arange(len(rows), device=logits.device), torch.tensor(picked, device=logits.device)
+            ]
+            for row, token, value in zip(rows, picked, values.tolist(), strict=True):
+                tokens[row], chosen[row] = token, value
+        with self._cond:
+            self._stats.generated_tokens += len(seqs)
+        finished = []
+        for seq, token, value in zip(seqs, tokens, chosen, strict=True):
+            seq.token_ids.append(token)
+            seq.logprobs.append(value)
+            seq.versions.append(self._version)
+            reason = self._finish_reason(seq)
+            if reason is not None:
+                seq.resolve(reason)
+            finished.append(reason is not None)
+        return finished
+
+    def _finish_reason(self, seq: Sequence) -> FinishReason | None:
+        sampling = seq.request.sampling
+        if seq.token_ids[-1] in self.eos_token_ids:
+            return "stop"
+        if seq.stop_window:
+            tail = self._tokenizer.decode(seq.token_ids[-seq.stop_window :])
+            if any(stop in tail for stop in sampling.stop):
+                return "stop"
+        if len(seq.token_ids) >= sampling.max_tokens:
+            return "length"
+        if len(seq.request.prompt_ids) + len(seq.token_ids) >= self.max_model_len:
+            return "length"
+        return None
