@@ -10,7 +10,8 @@ import json
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AsyncExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -22,9 +23,13 @@ from rich.table import Table
 from agentgym.checker import check_env
 from agentgym.errors import AgentGymError, EnvCheckError, RegistrationError
 from agentgym.evaluation import EvalResult, evaluate
+from agentgym.inference import ENGINES, SamplingParams
 from agentgym.messages import Message
+from agentgym.models.cli import model
 from agentgym.policies import POLICIES, get_policy
 from agentgym.registration import list_envs, make, spec
+from agentgym.rollout.engines import engine_policy
+from agentgym.serve import serve_command
 from agentgym.tasks import TaskSet
 
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 140)
@@ -185,8 +190,14 @@ def check(env_ids: tuple[str, ...], check_all: bool, episodes: int) -> None:
 @cli.command("eval")
 @click.argument("env_ids", nargs=-1)
 @click.option("--all", "eval_all", is_flag=True, help="Evaluate on every registered environment.")
-@click.option("--policy", "policies", multiple=True, type=click.Choice(sorted(POLICIES)), required=True,
+@click.option("--policy", "policies", multiple=True, type=click.Choice(sorted(POLICIES)),
               help="Reference policy; repeat to compare several.")
+@click.option("--engine", type=click.Choice(sorted(ENGINES)), help="Evaluate a model on this inference engine.")
+@click.option("--model", "model_path", help="The model: a local folder (torch, vllm) or a served model name (openai).")
+@click.option("--base-url", help="The OpenAI-compatible server's /v1 address (openai engine).")
+@click.option("--temperature", type=click.FloatRange(min=0), default=1.0, show_default=True)
+@click.option("--top-p", type=click.FloatRange(min=0, max=1, min_open=True), default=1.0, show_default=True)
+@click.option("--max-tokens", type=click.IntRange(min=1), default=256, show_default=True, help="Tokens per turn.")
 @click.option("--episodes", type=click.IntRange(min=1), default=50, show_default=True, help="Episodes per environment.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="First task seed (offset within the split); also seeds the policy.")
@@ -197,11 +208,18 @@ def check(env_ids: tuple[str, ...], check_all: bool, episodes: int) -> None:
               help="Where to write results (default runs/eval/<time>).")
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON line holding the scores.")
 def eval_command(
-    env_ids: tuple[str, ...], eval_all: bool, policies: tuple[str, ...], episodes: int, seed: int, split: str,
+    env_ids: tuple[str, ...], eval_all: bool, policies: tuple[str, ...], engine: str | None, model_path: str | None,
+    base_url: str | None, temperature: float, top_p: float, max_tokens: int, episodes: int, seed: int, split: str,
     difficulty: str | None, concurrency: int, out_dir: Path | None, as_json: bool,
 ) -> None:
-    """Evaluate reference policies: success rate, mean reward and mean turns per environment."""
+    """Evaluate reference policies or a model: success rate, mean reward and mean turns per environment."""
     ids = _select(env_ids, eval_all)
+    if bool(policies) == bool(engine):
+        raise click.UsageError("choose --policy (reference policies) or --engine with --model (a model), not both")
+    if engine and not model_path:
+        raise click.UsageError(f"--engine {engine} needs --model")
+    model = _ModelChoice(engine, model_path, base_url, SamplingParams(temperature=temperature, top_p=top_p,
+                                                                     max_tokens=max_tokens)) if engine else None
     out_dir = out_dir or Path("runs") / "eval" / time.strftime("%Y%m%d-%H%M%S")
     plans = []
     for env_id in ids:
@@ -212,25 +230,45 @@ def eval_command(
             levels = [difficulty] if difficulty else list(env.difficulties)
             env.close()
         tasks = TaskSet.generate(env_id, episodes, split=split, start=seed, difficulties=levels)
-        plans.extend((env_id, name, tasks) for name in policies)
-    results = asyncio.run(_evaluate_all(plans, seed=seed, concurrency=concurrency))
+        plans.extend((env_id, name, tasks) for name in (policies or [""]))
+    with _bad_arguments():
+        results = asyncio.run(_evaluate_all(plans, model, seed=seed, concurrency=concurrency))
     paths = [result.save(out_dir) for result in results]
     _print_results(results, out_dir)
     if as_json:
         click.echo(json.dumps(_json_summary(results, paths)))
 
 
-async def _evaluate_all(plans: list[tuple[str, str, TaskSet]], *, seed: int, concurrency: int) -> list[EvalResult]:
-    results = []
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=False) as progress:
-        for env_id, policy_name, tasks in plans:
-            bar = progress.add_task(f"{env_id} · {policy_name}", total=len(tasks))
-            results.append(await evaluate(
-                env_id, get_policy(policy_name), tasks, concurrency=concurrency, seed=seed,
-                on_episode=lambda _, bar=bar: progress.advance(bar),
-            ))
-    return results
+@dataclass(frozen=True)
+class _ModelChoice:
+    engine: str
+    model: str
+    base_url: str | None
+    sampling: SamplingParams
+
+
+async def _evaluate_all(
+    plans: list[tuple[str, str, TaskSet]], model: _ModelChoice | None, *, seed: int, concurrency: int
+) -> list[EvalResult]:
+    """Run each plan with a progress bar; a model's engine is started once for all of them."""
+    async with AsyncExitStack() as stack:
+        shared = None
+        if model is not None:
+            err.print(f"starting the {model.engine} engine on {model.model} ...", markup=False)
+            shared = await stack.enter_async_context(
+                engine_policy(model.engine, model.model, base_url=model.base_url, sampling=model.sampling)
+            )
+        results = []
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=err, transient=False) as progress:
+            for env_id, policy_name, tasks in plans:
+                policy = shared or get_policy(policy_name)
+                bar = progress.add_task(f"{env_id} · {policy.name}", total=len(tasks))
+                results.append(await evaluate(
+                    env_id, policy, tasks, concurrency=concurrency, seed=seed,
+                    on_episode=lambda _, bar=bar: progress.advance(bar),
+                ))
+        return results
 
 
 def _print_results(results: list[EvalResult], out_dir: Path) -> None:
@@ -265,6 +303,10 @@ def _select(env_ids: tuple[str, ...], select_all: bool) -> list[str]:
         return [s.id for s in list_envs()]
     with _bad_arguments():
         return [spec(i).id for i in env_ids]
+
+
+cli.add_command(model)
+cli.add_command(serve_command)
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 import gymnasium
 import numpy as np
 
-from agentgym.errors import ResetNeeded, ToolError
+from agentgym.errors import EpisodeTimeout, ResetNeeded, ToolError
 from agentgym.messages import ContentPart, Message, ToolCall
 from agentgym.parsers import ToolCallParser, get_parser
 from agentgym.spaces import Messages, Utterance
@@ -104,6 +104,9 @@ class Env(gymnasium.Env[list[Message], str]):
         self._runner: asyncio.Runner | None = None
         self._pinned: ThreadPoolExecutor | None = None
         self._in_sync_call = False
+        self.tool_timeout: float | None = None
+        """Seconds one tool call may take before it fails as infrastructure (:class:`EpisodeTimeout`);
+        set by the rollout from its nested timeouts. ``None``: no limit."""
 
     # -- what a subclass writes ------------------------------------------------------------------
 
@@ -237,12 +240,13 @@ class Env(gymnasium.Env[list[Message], str]):
             outcome.action_errors.append(f"only {self.max_tool_calls} tool call(s) per turn; the other {skipped} did not run")
             calls = calls[: self.max_tool_calls]
         if not calls and not outcome.action_errors:
-            outcome.action_errors.append(f"no tool call found. Call a tool, for example:\n{self.example_call()}")
+            example = f", for example:\n{self.example_call()}" if self._tools else " (this environment has none)"
+            outcome.action_errors.append(f"no tool call found. Call a tool{example}")
         for index, call in enumerate(calls):
             if self._over:
                 outcome.action_errors.append(f"the episode ended before {call.name} could run")
                 break
-            call = call.model_copy(update={"id": f"call_{self._turn}_{index}"})
+            call = ToolCall(id=f"call_{self._turn}_{index}", name=call.name, arguments=call.arguments)
             content, error = await self._invoke(call)
             if error is not None:
                 outcome.call_errors.append(error)
@@ -259,12 +263,26 @@ class Env(gymnasium.Env[list[Message], str]):
         method, spec = entry
         try:
             arguments = spec.validate_arguments(call.arguments)
-            result = await self._call(getattr(self, method), **arguments)
+            result = await self._run_tool(call.name, getattr(self, method), arguments)
         except ToolError as exc:
             return f"Error: {exc}", str(exc)
         if not isinstance(result, (str, list)):
             raise TypeError(f"tool {call.name} must return str or a list of content parts, got {type(result).__name__}")
         return result, None
+
+    async def _run_tool(self, name: str, fn: Callable[..., Any], arguments: dict[str, Any]) -> Any:
+        """Run a tool within :attr:`tool_timeout`; a synchronous tool run on the loop cannot be
+        interrupted, so it runs without a timer."""
+        if self._runs_inline(fn):
+            return fn(**arguments)
+        deadline = asyncio.timeout(self.tool_timeout)
+        try:
+            async with deadline:
+                return await self._call(fn, **arguments)
+        except TimeoutError:
+            if deadline.expired():
+                raise EpisodeTimeout("tool", self.tool_timeout or 0.0, f"tool call {name}") from None
+            raise
 
     async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run a hook or tool the way :attr:`execution` says."""
@@ -277,6 +295,12 @@ class Env(gymnasium.Env[list[Message], str]):
         if self.execution == "inline" or self._in_sync_call:
             return fn(*args, **kwargs)
         return await asyncio.to_thread(fn, *args, **kwargs)
+
+    def _runs_inline(self, fn: Callable[..., Any]) -> bool:
+        """Whether :meth:`_call` would run ``fn`` synchronously on the calling thread."""
+        if inspect.iscoroutinefunction(fn) or self.execution == "pinned":
+            return False
+        return self.execution == "inline" or self._in_sync_call
 
     def _run_sync(self, coroutine: Any) -> Any:
         """Drive a coroutine to completion for the synchronous API, also from inside a running loop."""

@@ -36,3 +36,15 @@ class EnvCheckError(AgentGymError):
 
 class ConfigError(AgentGymError, ValueError):
     """A configuration value is invalid; the message names the key."""
+
+
+class EpisodeTimeout(AgentGymError, TimeoutError):
+    """A nested time limit ran out: ``scope`` is ``episode``, ``turn`` or ``tool``."""
+
+    def __init__(self, scope: str, seconds: float, what: str = "") -> None:
+        super().__init__(f"{what or scope} timed out after {seconds:g} s")
+        self.scope = scope
+
+
+class ContextLimit(AgentGymError):
+    """The conversation no longer fits the model's context; the episode ends as ``truncated``."""

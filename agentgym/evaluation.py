@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from agentgym.episode import run_episode
+from agentgym.episode import Timeouts
 from agentgym.policies import Policy
-from agentgym.registration import make
+from agentgym.rollout.config import RolloutConfig
+from agentgym.rollout.metrics import RolloutMetrics
+from agentgym.rollout.scheduler import GroupResult, RolloutScheduler
+from agentgym.rollout.stream import TrajectoryStream
 from agentgym.tasks import TaskSet
 from agentgym.trajectory import Trajectory
 
@@ -49,10 +51,11 @@ class EvalSummary(BaseModel):
 
 
 class EvalResult(BaseModel):
-    """A summary and the trajectories behind it, in task order."""
+    """A summary, the trajectories behind it in task order, and how the rollout went."""
 
     summary: EvalSummary
     trajectories: list[Trajectory]
+    metrics: RolloutMetrics | None = None
 
     def save(self, out_dir: str | Path) -> Path:
         """Write ``<env>__<policy>.json`` (the summary) and ``.jsonl`` (one trajectory a line); return the JSON path."""
@@ -80,32 +83,38 @@ async def evaluate(
     *,
     concurrency: int = 8,
     seed: int = 0,
-    episode_timeout: float | None = 300.0,
+    timeouts: Timeouts | None = None,
+    max_retries: int = 1,
     env_kwargs: dict[str, Any] | None = None,
     on_episode: Callable[[Trajectory], None] | None = None,
 ) -> EvalResult:
-    """Play every task with ``concurrency`` environments at once; ``on_episode`` hears of each finished one."""
-    started = time.perf_counter()
+    """Play every task once through the asynchronous rollout, ``concurrency`` episodes at a time.
+
+    An episode that fails on infrastructure is played again up to ``max_retries`` times; a task that
+    never succeeds keeps its last error. ``on_episode`` hears of each task's final trajectory.
+    """
+    config = RolloutConfig(concurrency=concurrency, seed=seed, max_retries=max_retries, timeouts=timeouts or Timeouts())
     results: list[Trajectory | None] = [None] * len(tasks)
-    pending = iter(range(len(tasks)))
 
-    async def worker() -> None:
-        env = make(env_id, **(env_kwargs or {}))
-        try:
-            for index in pending:
-                trajectory = await run_episode(env, policy, tasks[index], seed=seed, timeout=episode_timeout)
-                results[index] = trajectory
-                if on_episode is not None:
-                    on_episode(trajectory)
-        finally:
-            env.close()
+    def settle(group: GroupResult) -> None:
+        final = group.kept[0] if group.kept else group.errors[-1]
+        results[group.index] = final
+        if on_episode is not None:
+            on_episode(final)
 
+    scheduler = RolloutScheduler(env_id, policy, config, env_kwargs=env_kwargs, on_group=settle)
     async with asyncio.TaskGroup() as group:
-        for _ in range(max(1, min(concurrency, len(tasks)))):
-            group.create_task(worker())
+        group.create_task(_drain(scheduler.stream))
+        metrics = await scheduler.run(tasks)
     trajectories = [t for t in results if t is not None]
-    summary = EvalSummary.of(env_id, policy.name, trajectories, time.perf_counter() - started)
-    return EvalResult(summary=summary, trajectories=trajectories)
+    summary = EvalSummary.of(env_id, policy.name, trajectories, metrics.wall_seconds)
+    return EvalResult(summary=summary, trajectories=trajectories, metrics=metrics)
+
+
+async def _drain(stream: TrajectoryStream) -> None:
+    """Evaluation reads results per group; the stream itself is only emptied."""
+    async for _ in stream:
+        pass
 
 
 def _episode_record(t: Trajectory) -> dict[str, Any]:

@@ -9,10 +9,12 @@ import numpy as np
 
 import agentgym
 from agentgym import OraclePolicy, RandomPolicy, TaskSet, run_episode
+from agentgym.episode import Timeouts
+from agentgym.policies import TextPolicy
 from tests.conftest import CounterEnv
 
 
-class Crashy:
+class Crashy(TextPolicy):
     """A policy that makes the environment crash on every third task seed, and hangs on another."""
 
     name = "crashy"
@@ -39,11 +41,15 @@ def test_oracle_episode_is_recorded_turn_by_turn():
 
 def test_infrastructure_errors_and_timeouts_are_errors_not_scores(registered_counter):
     tasks = TaskSet.generate("test/Counter-v0", 9)
-    result = asyncio.run(agentgym.evaluate("test/Counter-v0", Crashy(), tasks, concurrency=4, episode_timeout=0.5))
+    timeouts = Timeouts(episode=0.5, turn=0.3, tool=0.2)
+    result = asyncio.run(agentgym.evaluate("test/Counter-v0", Crashy(), tasks, concurrency=4, timeouts=timeouts))
     by_seed = {t.task.seed: t for t in result.trajectories}
     assert [t.task.seed for t in result.trajectories] == list(range(9))
     assert "container died" in by_seed[0].error and by_seed[0].status == "error"
-    assert "timed out" in by_seed[1].error
+    assert by_seed[0].info["error_cause"] == "env:RuntimeError"
+    assert "turn timed out" in by_seed[1].error and by_seed[1].info["error_cause"] == "timeout:turn"
+    metrics = result.metrics
+    assert metrics.retried == 6 and metrics.errored == 12 and metrics.finished == 3 and metrics.accounted
     assert by_seed[2].status == "ok" and by_seed[2].success
     summary = result.summary
     assert summary.infra_errors == 6 and summary.episodes == 9 and summary.success_rate == 1.0

@@ -1,0 +1,39 @@
+"""The settings of a rollout, validated once."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from agentgym.episode import Timeouts
+
+
+class RolloutConfig(BaseModel):
+    """How many episodes run at once, how they are grouped, and how stale a trajectory may be."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    concurrency: int = Field(64, ge=1)
+    """Episodes in flight at once, each at its own pace."""
+    group_size: int = Field(1, ge=1)
+    """Samples of each task kept (G): a group is G independent episodes of one task."""
+    redundancy: int = Field(0, ge=0)
+    """Extra episodes started per group; the first ``group_size`` to finish are kept, the rest cancelled."""
+    max_retries: int = Field(2, ge=0)
+    """Episodes per group that may be started again after an infrastructure error or a staleness drop."""
+    max_staleness: int | None = Field(None, ge=0)
+    """The most policy versions a kept trajectory's oldest token may lag the current weights; older
+    ones are dropped. With ``batch_size`` it also bounds what may start (AReaL's rule)."""
+    batch_size: int | None = Field(None, ge=1)
+    """Trajectories the trainer consumes per weight update; episodes may start only while
+    ``running + kept < (version + max_staleness + 1) * batch_size``."""
+    stream_size: int = Field(256, ge=1)
+    """Finished trajectories the stream holds before producers wait (backpressure)."""
+    seed: int = 0
+    """Seeds every episode's policy randomness together with its task seed."""
+    timeouts: Timeouts = Timeouts()
+
+    @model_validator(mode="after")
+    def _admission_needs_staleness(self) -> RolloutConfig:
+        if self.batch_size is not None and self.max_staleness is None:
+            raise ValueError("batch_size bounds admission only together with max_staleness; set both")
+        return self

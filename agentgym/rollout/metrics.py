@@ -1,0 +1,81 @@
+"""What a rollout did: counts that always add up, throughput, where the time went, staleness."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from agentgym.trajectory import Trajectory
+
+
+class RolloutMetrics(BaseModel):
+    """Every started episode ends exactly one way: ``started == finished + errored + cancelled + dropped``."""
+
+    started: int = 0
+    finished: int = 0
+    """Kept and streamed (``ok`` or ``truncated``)."""
+    errored: int = 0
+    """Ended by an infrastructure failure (streamed with ``status="error"``, never scored)."""
+    cancelled: int = 0
+    """Redundant episodes stopped (or discarded) once their group had enough finishers."""
+    dropped: int = 0
+    """Finished but too stale for the staleness bound."""
+    retried: int = 0
+    """Episodes started again to refill a group after an error or a drop."""
+    groups_complete: int = 0
+    groups_failed: int = 0
+    generated_tokens: int = 0
+    wall_seconds: float = 0.0
+    policy_seconds: float = 0.0
+    """Summed over episodes: time waiting for the policy (generation)."""
+    env_seconds: float = 0.0
+    """Summed over episodes: time in environment steps."""
+    engine_busy: float | None = None
+    """The engine's busy fraction over the rollout (its complement is the bubble); ``None`` without an engine."""
+    staleness: dict[int, int] = Field(default_factory=dict)
+    """Histogram of version lag (current version minus the oldest token's) of finished trajectories."""
+    error_causes: dict[str, int] = Field(default_factory=dict)
+
+    def count_finished(self, trajectory: Trajectory, lag: int) -> None:
+        self.staleness[lag] = self.staleness.get(lag, 0) + 1
+        self._add_time(trajectory)
+
+    def count_error(self, trajectory: Trajectory) -> None:
+        self.errored += 1
+        cause = str(trajectory.info.get("error_cause", "unknown"))
+        self.error_causes = dict(Counter(self.error_causes) + Counter({cause: 1}))
+        self._add_time(trajectory)
+
+    def _add_time(self, trajectory: Trajectory) -> None:
+        self.generated_tokens += sum(trajectory.loss_mask)
+        self.policy_seconds += trajectory.timings.get("policy_seconds", 0.0)
+        self.env_seconds += trajectory.timings.get("env_seconds", 0.0)
+
+    @property
+    def accounted(self) -> bool:
+        """Whether every started episode is counted exactly once."""
+        return self.started == self.finished + self.errored + self.cancelled + self.dropped
+
+    @property
+    def trajectories_per_second(self) -> float:
+        return self.finished / self.wall_seconds if self.wall_seconds else 0.0
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.generated_tokens / self.wall_seconds if self.wall_seconds else 0.0
+
+    def log_dict(self) -> dict[str, Any]:
+        """Flat ``rollout/...`` keys for metric writers."""
+        out: dict[str, Any] = {
+            f"rollout/{k}": getattr(self, k)
+            for k in ("started", "finished", "errored", "cancelled", "dropped", "retried", "generated_tokens")
+        }
+        out["rollout/trajectories_per_second"] = self.trajectories_per_second
+        out["rollout/tokens_per_second"] = self.tokens_per_second
+        if self.engine_busy is not None:
+            out["rollout/engine_busy"] = self.engine_busy
+        total = self.policy_seconds + self.env_seconds
+        out["rollout/env_time_fraction"] = self.env_seconds / total if total else 0.0
+        return out

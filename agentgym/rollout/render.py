@@ -1,0 +1,68 @@
+"""Token-in, token-out rendering: the conversation becomes token ids once and only grows.
+
+The opening messages are rendered with the model's chat template; each later observation is rendered
+as the *difference* the template adds after a finished assistant turn, tokenised on its own and
+appended. History is never re-tokenised, so the ids the engine saw at one turn are a prefix of the
+ids it sees at the next, and decoding a whole trajectory gives the template's rendering of the
+conversation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_PROBE = [{"role": "user", "content": "\x00probe"}, {"role": "assistant", "content": "\x00reply"}]
+
+
+class ChatRenderer:
+    """Renders OpenAI-format messages with a Hugging Face tokenizer's chat template, incrementally."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        if not getattr(tokenizer, "chat_template", None):
+            raise ValueError("the tokenizer has no chat template; build the model with `agentgym model init` "
+                             "or use a chat model's tokenizer")
+        self.tokenizer = tokenizer
+        self._probe = self._render(_PROBE)
+        after_reply = self._probe[self._probe.rindex(_PROBE[1]["content"]) + len(_PROBE[1]["content"]):]
+        eos = tokenizer.eos_token or ""
+        if not eos or not after_reply.startswith(eos):
+            raise ValueError(f"the chat template must close an assistant turn with the eos token {eos!r}; "
+                             f"it writes {after_reply!r}")
+        self.close_after_eos = self.encode(after_reply[len(eos):])
+        """Ids that close a turn the model ended with its eos token (what the template adds after it)."""
+        self.close_without_eos = self.encode(after_reply)
+        """Ids that close a turn cut short (by ``max_tokens`` or a stop string): eos and what follows."""
+        self.eos_ids = frozenset(self.encode(eos))
+
+    def prompt_ids(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> list[int]:
+        """The opening prompt: ``messages`` with ``tools``, ending in the assistant's generation prompt."""
+        return self.encode(self._render(messages, tools=tools or None, add_generation_prompt=True))
+
+    def observation_ids(self, messages: list[dict[str, Any]]) -> list[int]:
+        """What follows a closed assistant turn: ``messages`` and the next generation prompt."""
+        rendered = self._render(_PROBE + messages, add_generation_prompt=True)
+        if not rendered.startswith(self._probe):
+            raise ValueError("the chat template renders earlier messages differently once later ones are "
+                             "added; token-in, token-out rollout needs a prefix-stable template")
+        return self.encode(rendered[len(self._probe):])
+
+    def close_ids(self, generated: list[int]) -> list[int]:
+        """Ids to append after a response so the turn is closed the way the template closes it."""
+        ended = bool(generated) and generated[-1] in self.eos_ids
+        return list(self.close_after_eos if ended else self.close_without_eos)
+
+    def response_text(self, generated: list[int]) -> str:
+        """The agent's text: the response decoded without its closing eos token."""
+        if generated and generated[-1] in self.eos_ids:
+            generated = generated[:-1]
+        return self.tokenizer.decode(generated, skip_special_tokens=False)
+
+    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
+        """A fresh render of a whole conversation (for checks and display)."""
+        return self._render(messages, tools=tools or None)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def _render(self, messages: list[dict[str, Any]], **kwargs: Any) -> str:
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, **kwargs)

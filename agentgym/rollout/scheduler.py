@@ -1,0 +1,247 @@
+"""The rollout scheduler: many episodes in flight, each at its own pace, streamed as they finish.
+
+Every episode is its own task: no barrier between environments at a turn. A task's group of G samples
+is G independent episodes (plus ``redundancy`` spares; the first G finishers are kept and the rest
+cancelled). A finished trajectory goes to the stream at once. An infrastructure error is streamed as
+``status="error"`` and its group refilled while retries last; a trajectory older than the staleness
+bound is dropped (and refilled the same way). With ``batch_size`` the bound also limits what may
+start. Every started episode is counted exactly once in :class:`RolloutMetrics`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agentgym.episode import run_episode
+from agentgym.policies import Policy
+from agentgym.rollout.config import RolloutConfig
+from agentgym.rollout.metrics import RolloutMetrics
+from agentgym.rollout.pool import EnvPool
+from agentgym.rollout.stream import TrajectoryStream
+from agentgym.tasks import Task
+from agentgym.trajectory import Trajectory
+
+Outcome = Literal["kept", "error", "dropped", "surplus"]
+
+
+@dataclass
+class GroupResult:
+    """A task's group once it is closed: the kept trajectories and the errored attempts."""
+
+    index: int
+    task: Task
+    kept: list[Trajectory] = field(default_factory=list)
+    errors: list[Trajectory] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return f"g{self.index}"
+
+
+@dataclass
+class _Group:
+    result: GroupResult
+    size: int
+    attempts: list[asyncio.Task[None]] = field(default_factory=list)
+    running: int = 0
+    retries: int = 0
+    started: int = 0
+    complete: bool = False
+    closed: bool = False
+
+
+class RolloutScheduler:
+    """Runs ``policy`` on tasks of ``env_id`` under ``config``, writing finished trajectories to ``stream``.
+
+    ``engine`` (default: the policy's) supplies the policy version for staleness and the busy time
+    for metrics. ``on_group`` hears of every group when it closes.
+    """
+
+    def __init__(
+        self,
+        env_id: str,
+        policy: Policy,
+        config: RolloutConfig | None = None,
+        *,
+        env_kwargs: dict[str, Any] | None = None,
+        engine: Any = None,
+        stream: TrajectoryStream | None = None,
+        on_group: Callable[[GroupResult], None] | None = None,
+    ) -> None:
+        self.env_id, self.policy = env_id, policy
+        self.config = config or RolloutConfig()
+        self.engine = engine if engine is not None else getattr(policy, "engine", None)
+        self.stream = stream or TrajectoryStream(self.config.stream_size)
+        self.metrics = RolloutMetrics()
+        self.on_group = on_group
+        self._pool = EnvPool(env_id, env_kwargs)
+        self._groups: list[_Group] = []
+        self._running = 0
+        self._kept = 0
+        self._changed = asyncio.Event()
+        self._stopping = False
+
+    @property
+    def version(self) -> int:
+        """The current policy version (0 without a versioned engine)."""
+        return int(getattr(self.engine, "version", 0))
+
+    def stop(self) -> None:
+        """Start nothing more and cancel the episodes in flight (counted as cancelled)."""
+        self._stopping = True
+        for group in self._groups:
+            for attempt in group.attempts:
+                attempt.cancel()
+        self._changed.set()
+
+    def notify(self) -> None:
+        """Wake the scheduler now (after a weight update) instead of at its next poll."""
+        self._changed.set()
+
+    async def run(self, tasks: Iterable[Task]) -> RolloutMetrics:
+        """Play every task's group to its end (or until :meth:`stop`), then close the stream."""
+        started = time.perf_counter()
+        busy_before = self._engine_busy()
+        try:
+            async with asyncio.TaskGroup() as tasks_group:
+                for index, task in enumerate(tasks):
+                    group = _Group(GroupResult(index, task), self.config.group_size)
+                    self._groups.append(group)
+                    for _ in range(group.size + self.config.redundancy):
+                        if not await self._wait_for_room() or group.complete:
+                            break
+                        self._launch(group, tasks_group)
+                    self._groups = [g for g in self._groups if not g.closed]
+                    if self._stopping:
+                        break
+        finally:
+            self._pool.close()
+            await self.stream.close()
+            self.metrics.wall_seconds = time.perf_counter() - started
+            if busy_before is not None and self.metrics.wall_seconds > 0:
+                self.metrics.engine_busy = (self._engine_busy() - busy_before) / self.metrics.wall_seconds
+        return self.metrics
+
+    # -- admission ------------------------------------------------------------------------------
+
+    async def _wait_for_room(self) -> bool:
+        """Wait for a free slot within the staleness budget; ``False`` once stopping."""
+        while not self._stopping:
+            if self._running < self.config.concurrency and self._admissible():
+                return True
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), timeout=0.05)  # versions change outside
+            except TimeoutError:
+                pass
+        return False
+
+    def _admissible(self) -> bool:
+        c = self.config
+        if c.batch_size is None or c.max_staleness is None:
+            return True
+        return self._running + self._kept < (self.version + c.max_staleness + 1) * c.batch_size
+
+    def _launch(self, group: _Group, tasks_group: asyncio.TaskGroup) -> None:
+        self._running += 1
+        group.running += 1
+        group.attempts.append(tasks_group.create_task(self._attempt(group)))
+
+    # -- one slot's life ------------------------------------------------------------------------
+
+    async def _attempt(self, group: _Group) -> None:
+        """Run episodes of ``group`` in one slot: the first, then refills while they are allowed."""
+        playing = False
+        try:
+            while not group.complete:
+                playing = True
+                trajectory = await self._play(group)
+                playing = False  # from here on _settle counts it, with no await before it does
+                outcome = await self._settle(group, trajectory)
+                if outcome not in ("error", "dropped") or not self._may_retry(group):
+                    break
+                group.retries += 1
+                self.metrics.retried += 1
+        except asyncio.CancelledError:
+            if playing:
+                self.metrics.cancelled += 1
+        finally:
+            self._running -= 1
+            group.running -= 1
+            self._changed.set()
+            if group.running == 0:
+                await self._close(group)
+
+    async def _play(self, group: _Group) -> Trajectory:
+        env = self._pool.acquire()
+        self.metrics.started += 1
+        group.started += 1
+        healthy = False
+        try:
+            seed = (self.config.seed, group.result.index, group.started)
+            trajectory = await run_episode(env, self.policy, group.result.task, seed=seed, timeouts=self.config.timeouts)
+            healthy = trajectory.status != "error"
+            return trajectory
+        finally:
+            self._pool.release(env, healthy=healthy)
+
+    async def _settle(self, group: _Group, trajectory: Trajectory) -> Outcome:
+        """Count a finished episode and decide its fate."""
+        trajectory.info["group"] = {"id": group.result.id, "index": group.result.index, "size": group.size}
+        if trajectory.status == "error":
+            self.metrics.count_error(trajectory)
+            group.result.errors.append(trajectory)
+            await asyncio.shield(self.stream.put(trajectory))
+            return "error"
+        if group.complete:
+            self.metrics.cancelled += 1
+            return "surplus"
+        lag = self._lag(trajectory)
+        if self.config.max_staleness is not None and lag > self.config.max_staleness:
+            self.metrics.dropped += 1
+            return "dropped"
+        self.metrics.finished += 1
+        self.metrics.count_finished(trajectory, lag)
+        self._kept += 1
+        group.result.kept.append(trajectory)
+        if len(group.result.kept) == group.size:
+            group.complete = True
+            current = asyncio.current_task()
+            for attempt in group.attempts:
+                if attempt is not current:
+                    attempt.cancel()
+        await asyncio.shield(self.stream.put(trajectory))
+        return "kept"
+
+    def _may_retry(self, group: _Group) -> bool:
+        others = group.running - 1
+        return (
+            not self._stopping
+            and group.retries < self.config.max_retries
+            and len(group.result.kept) + others < group.size
+        )
+
+    def _lag(self, trajectory: Trajectory) -> int:
+        sampled = [v for v in trajectory.versions if v >= 0]
+        return self.version - min(sampled) if sampled else 0
+
+    async def _close(self, group: _Group) -> None:
+        if group.closed:
+            return
+        group.closed = True
+        complete = len(group.result.kept) >= group.size
+        if complete:
+            self.metrics.groups_complete += 1
+        else:
+            self.metrics.groups_failed += 1
+        await self.stream.end_group(group.result.id, complete=complete)
+        if self.on_group is not None:
+            self.on_group(group.result)
+
+    def _engine_busy(self) -> float | None:
+        stats = getattr(self.engine, "stats", None)
+        return stats().busy_seconds if callable(stats) else None

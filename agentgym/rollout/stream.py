@@ -1,0 +1,89 @@
+"""The bounded stream of finished trajectories between rollout and trainer.
+
+Producers wait when it is full (backpressure). Consumers read single trajectories as they finish
+(``async for``/:meth:`get`) or whole groups (:meth:`groups`): a group is yielded once the scheduler
+has closed it with all of its kept members; infrastructure-error trajectories are delivered to
+single readers but never enter a group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from agentgym.trajectory import Trajectory
+
+
+@dataclass(frozen=True)
+class _GroupEnd:
+    group_id: str
+    complete: bool
+
+
+_CLOSED = object()
+
+
+class TrajectoryStream:
+    """A bounded queue of trajectories with group boundaries."""
+
+    def __init__(self, maxsize: int = 256) -> None:
+        self._queue: asyncio.Queue[Trajectory | _GroupEnd | object] = asyncio.Queue(maxsize)
+        self._closed = False
+        self._pending: dict[str, list[Trajectory]] = {}
+
+    async def put(self, trajectory: Trajectory) -> None:
+        """Add a finished trajectory; waits while the stream is full."""
+        await self._queue.put(trajectory)
+
+    async def end_group(self, group_id: str, *, complete: bool) -> None:
+        """Say that group ``group_id`` will get no more members; an incomplete group is discarded."""
+        await self._queue.put(_GroupEnd(group_id, complete))
+
+    async def close(self) -> None:
+        """No more trajectories will come; readers finish after the ones queued."""
+        if not self._closed:
+            self._closed = True
+            await self._queue.put(_CLOSED)
+
+    def qsize(self) -> int:
+        return self._queue.qsize()
+
+    async def get(self) -> Trajectory | None:
+        """The next finished trajectory, or ``None`` once the stream is closed and drained."""
+        while True:
+            item = await self._next()
+            if item is None or isinstance(item, Trajectory):
+                return item
+
+    def __aiter__(self) -> AsyncIterator[Trajectory]:
+        return self._trajectories()
+
+    async def _trajectories(self) -> AsyncIterator[Trajectory]:
+        while (trajectory := await self.get()) is not None:
+            yield trajectory
+
+    async def groups(self) -> AsyncIterator[list[Trajectory]]:
+        """Complete groups of kept trajectories, each once all its members have finished."""
+        while (item := await self._next()) is not None:
+            if isinstance(item, Trajectory):
+                if item.status != "error":
+                    self._pending.setdefault(item.info["group"]["id"], []).append(item)
+            else:
+                members = self._pending.pop(item.group_id, [])
+                if item.complete and members:
+                    yield members
+
+    async def get_batch(self, size: int) -> list[Trajectory]:
+        """``size`` trajectories (fewer only if the stream closes first)."""
+        batch: list[Trajectory] = []
+        while len(batch) < size and (trajectory := await self.get()) is not None:
+            batch.append(trajectory)
+        return batch
+
+    async def _next(self) -> Trajectory | _GroupEnd | None:
+        item = await self._queue.get()
+        if item is _CLOSED:
+            self._queue.put_nowait(_CLOSED)  # let every other reader see the end too
+            return None
+        return item  # type: ignore[return-value]
