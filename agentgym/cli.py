@@ -218,6 +218,8 @@ def eval_command(
         raise click.UsageError("choose --policy (reference policies) or --engine with --model (a model), not both")
     if engine and not model_path:
         raise click.UsageError(f"--engine {engine} needs --model")
+    if engine in ("torch", "vllm") and not Path(model_path or "").is_dir():
+        raise click.UsageError(f"--model {model_path} is not a folder; build one with `agentgym model init --preset tiny DIR`")
     model = _ModelChoice(engine, model_path, base_url, SamplingParams(temperature=temperature, top_p=top_p,
                                                                      max_tokens=max_tokens)) if engine else None
     out_dir = out_dir or Path("runs") / "eval" / time.strftime("%Y%m%d-%H%M%S")

@@ -64,15 +64,16 @@ class EvalResult(BaseModel):
         stem = f"{self.summary.env_id.replace('/', '__')}__{self.summary.policy}"
         episodes = [_episode_record(t) for t in self.trajectories]
         path = out / f"{stem}.json"
-        path.write_text(EvalFile(summary=self.summary, episodes=episodes).model_dump_json(indent=2))
+        path.write_text(EvalFile(summary=self.summary, rollout=self.metrics, episodes=episodes).model_dump_json(indent=2))
         (out / f"{stem}.jsonl").write_text("".join(t.model_dump_json() + "\n" for t in self.trajectories))
         return path
 
 
 class EvalFile(BaseModel):
-    """The saved form of an evaluation: the summary and one short record per episode."""
+    """The saved form of an evaluation: the summary, how the rollout went, and one short record per episode."""
 
     summary: EvalSummary
+    rollout: RolloutMetrics | None = None
     episodes: list[dict[str, Any]]
 
 

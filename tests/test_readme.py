@@ -28,3 +28,13 @@ def test_registration_example_runs():
 def test_usage_example_runs():
     (example,) = [b for b in BLOCKS if "agentgym.make(\"games/FrozenLake-v0\"" in b]
     exec(compile(example, "README.md", "exec"), {})
+
+
+def test_rollout_example_runs(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    (example,) = [b for b in BLOCKS if "RolloutScheduler(" in b]
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "tiny").symlink_to(tiny_model_dir)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(example, "README.md", "exec"), {"__name__": "readme_rollout"})
+    printed = capsys.readouterr().out
+    assert "'rollout/finished': 16" in printed and "'rollout/errored': 0" in printed
