@@ -78,4 +78,6 @@ class RolloutMetrics(BaseModel):
             out["rollout/engine_busy"] = self.engine_busy
         total = self.policy_seconds + self.env_seconds
         out["rollout/env_time_fraction"] = self.env_seconds / total if total else 0.0
+        out.update({f"rollout/staleness/{lag}": n for lag, n in sorted(self.staleness.items())})
+        out.update({f"rollout/errors/{cause}": n for cause, n in sorted(self.error_causes.items())})
         return out

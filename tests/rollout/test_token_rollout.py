@@ -160,3 +160,27 @@ def test_staleness_bound_drops_what_the_update_made_stale(tiny_model_dir):
     kept = [t for t in seen if t.status != "error"]
     assert all(set(v for v in t.versions if v >= 0) == {1} for t in kept)  # only new-weight tokens kept
     assert m.staleness == {0: m.finished}
+
+
+def test_engine_shut_down_mid_rollout_ends_every_episode_as_an_error(tiny_model_dir):
+    engine = TorchEngine(tiny_model_dir, seed=2)
+    policy = LMPolicy(engine, SamplingParams(max_tokens=32))
+    config = RolloutConfig(concurrency=8, max_retries=1)
+    scheduler = RolloutScheduler("games/FrozenLake-v0", policy, config, env_kwargs={"max_turns": 6})
+
+    async def main() -> list:
+        async def crash() -> None:
+            while engine.stats().generated_tokens < 50:
+                await asyncio.sleep(0.01)
+            await engine.close()
+
+        async with asyncio.TaskGroup() as group:
+            group.create_task(crash())
+            return await _run(scheduler, TaskSet.generate("games/FrozenLake-v0", 12))
+
+    seen = asyncio.run(asyncio.wait_for(main(), timeout=120))
+    m = scheduler.metrics
+    assert m.accounted and m.errored > 0 and m.groups_failed + m.groups_complete == 12
+    causes = set(m.error_causes)
+    assert causes <= {"policy:EngineAborted", "policy:RuntimeError"}, causes
+    assert all("engine" in t.error for t in seen if t.status == "error")
