@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from openai import AsyncOpenAI, NotGiven, not_given
 
+from agentgym.inference._clock import RequestClock
 from agentgym.inference.types import (
     ChatResult,
     EngineStats,
@@ -60,10 +59,7 @@ class OpenAIEngine:
 
             tokenizer = AutoTokenizer.from_pretrained(tokenizer)
         self._tokenizer = tokenizer
-        self._stats = EngineStats()
-        self._started = time.perf_counter()
-        self._in_flight = 0
-        self._busy_since = 0.0
+        self._clock = RequestClock()
 
     @property
     def version(self) -> int:
@@ -80,7 +76,7 @@ class OpenAIEngine:
     ) -> ChatResult:
         """One assistant reply; a tool call whose arguments are not a JSON object is kept, as the model
         wrote it, in a ``<tool_call>`` block at the end of ``content`` for the environment to refuse."""
-        with self._busy():
+        with self._clock.busy():
             response = await self._client.chat.completions.create(
                 model=self.model,
                 messages=messages,  # type: ignore[arg-type]
@@ -124,7 +120,7 @@ class OpenAIEngine:
                 "model's local tokenizer path>"
             )
         sampling = request.sampling
-        with self._busy():
+        with self._clock.busy():
             response = await self._client.completions.create(
                 model=self.model,
                 prompt=request.prompt_ids,
@@ -167,36 +163,21 @@ class OpenAIEngine:
 
     def stats(self) -> EngineStats:
         """Requests, tokens (as the server counts them) and the time at least one request was waiting."""
-        now = time.perf_counter()
-        busy = self._stats.busy_seconds + (now - self._busy_since if self._in_flight else 0.0)
-        return self._stats.model_copy(update={"busy_seconds": busy, "wall_seconds": now - self._started})
+        return self._clock.snapshot()
 
     def reset_stats(self) -> None:
         """Start counting afresh."""
-        self._stats = EngineStats()
-        self._started = self._busy_since = time.perf_counter()
+        self._clock.reset()
 
     async def close(self) -> None:
         """Close the HTTP connections; safe to call twice."""
         await self._client.close()
 
-    @contextmanager
-    def _busy(self) -> Iterator[None]:
-        """Count the time during which at least one request is waiting on the server."""
-        if self._in_flight == 0:
-            self._busy_since = time.perf_counter()
-        self._in_flight += 1
-        try:
-            yield
-        finally:
-            self._in_flight -= 1
-            if self._in_flight == 0:
-                self._stats.busy_seconds += time.perf_counter() - self._busy_since
 
     def _count(self, prompt_tokens: int, generated_tokens: int) -> None:
-        self._stats.requests += 1
-        self._stats.prompt_tokens += prompt_tokens
-        self._stats.generated_tokens += generated_tokens
+        self._clock.counts.requests += 1
+        self._clock.counts.prompt_tokens += prompt_tokens
+        self._clock.counts.generated_tokens += generated_tokens
 
 
 def _given(value: Any) -> Any | NotGiven:

@@ -14,15 +14,14 @@ when an engine is built: ``agentgym`` imports without it.
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from agentgym.inference._clock import RequestClock
 from agentgym.inference.types import EngineStats, FinishReason, GenerationRequest, GenerationResult
 
 _EXTENSION = f"{__name__}.WeightLoader"
@@ -105,10 +104,7 @@ class VLLMEngine:
         self._running.set()
         self._update_lock = asyncio.Lock()
         self._segments: set[asyncio.Task[FinishReason]] = set()
-        self._stats = EngineStats()
-        self._started = time.perf_counter()
-        self._in_flight = 0
-        self._busy_since = 0.0
+        self._clock = RequestClock()
 
     @property
     def version(self) -> int:
@@ -126,7 +122,7 @@ class VLLMEngine:
         logprobs: list[float] = []
         versions: list[int] = []
         finish: FinishReason = "abort"
-        with self._busy():
+        with self._clock.busy():
             while not self._closed:
                 await self._running.wait()
                 if self._closed:
@@ -150,9 +146,9 @@ class VLLMEngine:
                 if len(tokens) >= request.sampling.max_tokens:
                     finish = "length"
                     break
-        self._stats.requests += 1
-        self._stats.prompt_tokens += len(request.prompt_ids)
-        self._stats.generated_tokens += len(tokens)
+        self._clock.counts.requests += 1
+        self._clock.counts.prompt_tokens += len(request.prompt_ids)
+        self._clock.counts.generated_tokens += len(tokens)
         return GenerationResult(
             request_id=request.request_id,
             token_ids=tokens,
@@ -223,22 +219,19 @@ class VLLMEngine:
                     )
                 await self._llm.reset_prefix_cache()
                 self._version = self._version + 1 if version is None else version
-                self._stats.weight_updates += 1
-                self._stats.interrupted += len(interrupted)
+                self._clock.counts.weight_updates += 1
+                self._clock.counts.interrupted += len(interrupted)
             finally:
                 self._running.set()
             return self._version
 
     def stats(self) -> EngineStats:
         """Counters since start or the last :meth:`reset_stats`."""
-        now = time.perf_counter()
-        busy = self._stats.busy_seconds + (now - self._busy_since if self._in_flight else 0.0)
-        return self._stats.model_copy(update={"busy_seconds": busy, "wall_seconds": now - self._started})
+        return self._clock.snapshot()
 
     def reset_stats(self) -> None:
         """Start counting afresh."""
-        self._stats = EngineStats()
-        self._started = self._busy_since = time.perf_counter()
+        self._clock.reset()
 
     async def close(self) -> None:
         """Abort the requests in flight (they return ``finish_reason="abort"``) and shut vLLM down."""
@@ -252,15 +245,3 @@ class VLLMEngine:
         await asyncio.gather(*pending, return_exceptions=True)
         self._llm.shutdown()
 
-    @contextmanager
-    def _busy(self) -> Iterator[None]:
-        """Count the time during which at least one request is in flight."""
-        if self._in_flight == 0:
-            self._busy_since = time.perf_counter()
-        self._in_flight += 1
-        try:
-            yield
-        finally:
-            self._in_flight -= 1
-            if self._in_flight == 0:
-                self._stats.busy_seconds += time.perf_counter() - self._busy_since
