@@ -28,6 +28,9 @@ class RolloutConfig(BaseModel):
     ``running + kept < (version + max_staleness + 1) * batch_size``."""
     stream_size: int = Field(256, ge=1)
     """Finished trajectories the stream holds before producers wait (backpressure)."""
+    relax_gc: bool = True
+    """Freeze pre-existing objects and collect garbage less often while the rollout runs (see
+    :mod:`agentgym.rollout.gc_policy`); restored afterwards."""
     seed: int = 0
     """Seeds every episode's policy randomness together with its task seed."""
     timeouts: Timeouts = Timeouts()

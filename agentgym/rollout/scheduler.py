@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentgym.episode import run_episode
 from agentgym.policies import Policy
 from agentgym.rollout.config import RolloutConfig
+from agentgym.rollout.gc_policy import relaxed_gc
 from agentgym.rollout.metrics import RolloutMetrics
 from agentgym.rollout.pool import EnvPool
 from agentgym.rollout.stream import TrajectoryStream
@@ -79,7 +81,8 @@ class RolloutScheduler:
         self.metrics = RolloutMetrics()
         self.on_group = on_group
         self._pool = EnvPool(env_id, env_kwargs)
-        self._groups: list[_Group] = []
+        self._groups: dict[int, _Group] = {}
+        """Groups not yet closed, by task index."""
         self._running = 0
         self._kept = 0
         self._changed = asyncio.Event()
@@ -93,7 +96,7 @@ class RolloutScheduler:
     def stop(self) -> None:
         """Start nothing more and cancel the episodes in flight (counted as cancelled)."""
         self._stopping = True
-        for group in self._groups:
+        for group in list(self._groups.values()):
             for attempt in group.attempts:
                 attempt.cancel()
         self._changed.set()
@@ -106,25 +109,30 @@ class RolloutScheduler:
         """Play every task's group to its end (or until :meth:`stop`), then close the stream."""
         started = time.perf_counter()
         busy_before = self._engine_busy()
+        with ExitStack() as stack:
+            if self.config.relax_gc:
+                stack.enter_context(relaxed_gc())
+            await self._run(tasks)
+        self.metrics.wall_seconds = time.perf_counter() - started
+        if busy_before is not None and self.metrics.wall_seconds > 0:
+            self.metrics.engine_busy = (self._engine_busy() - busy_before) / self.metrics.wall_seconds
+        return self.metrics
+
+    async def _run(self, tasks: Iterable[Task]) -> None:
         try:
             async with asyncio.TaskGroup() as tasks_group:
                 for index, task in enumerate(tasks):
                     group = _Group(GroupResult(index, task), self.config.group_size)
-                    self._groups.append(group)
+                    self._groups[index] = group
                     for _ in range(group.size + self.config.redundancy):
                         if not await self._wait_for_room() or group.complete:
                             break
                         self._launch(group, tasks_group)
-                    self._groups = [g for g in self._groups if not g.closed]
                     if self._stopping:
                         break
         finally:
             self._pool.close()
             await self.stream.close()
-            self.metrics.wall_seconds = time.perf_counter() - started
-            if busy_before is not None and self.metrics.wall_seconds > 0:
-                self.metrics.engine_busy = (self._engine_busy() - busy_before) / self.metrics.wall_seconds
-        return self.metrics
 
     # -- admission ------------------------------------------------------------------------------
 
@@ -233,6 +241,7 @@ class RolloutScheduler:
         if group.closed:
             return
         group.closed = True
+        del self._groups[group.result.index]
         complete = len(group.result.kept) >= group.size
         if complete:
             self.metrics.groups_complete += 1

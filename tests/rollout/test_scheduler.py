@@ -215,3 +215,25 @@ def test_staleness_bound_limits_starts_and_drops_old_trajectories(registered_cou
     assert all(admitted <= (version + 2) * 4 for version, admitted in admitted_at_version.items())
     assert m.dropped > 0 and m.finished == 40 and m.accounted
     assert max(m.staleness) <= 1
+
+
+def test_garbage_collection_is_relaxed_during_a_rollout_and_restored_after(registered_counter):
+    import gc
+
+    before = gc.get_threshold()
+    seen_inside = []
+
+    class Probe(TextPolicy):
+        name = "probe"
+
+        async def act(self, env, messages, rng):
+            seen_inside.append((gc.get_threshold(), gc.get_freeze_count()))
+            return env.oracle_action()
+
+    for relax in (True, False):
+        scheduler = RolloutScheduler("test/Counter-v0", Probe(), RolloutConfig(relax_gc=relax))
+        asyncio.run(_collect(scheduler, TaskSet.generate("test/Counter-v0", 3)))
+    relaxed, plain = seen_inside[0], seen_inside[-1]
+    assert relaxed[0][0] >= 50_000 and relaxed[1] > 0
+    assert plain == (before, 0)
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
