@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
+from copy import deepcopy
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
+from gymnasium.vector import utils as vector_utils
 
 from agentgym.messages import Message
 
@@ -66,3 +69,41 @@ class Messages(spaces.Space[list[Message]]):
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Messages)
+
+
+# -- Gymnasium's vector environments ---------------------------------------------------------------
+# Registered the way Gymnasium registers ``Text`` and ``Graph``: a batch of n messages lists or n
+# utterances is an n-tuple, and the batched space a ``Tuple`` of copies. ``iterate`` needs nothing:
+# Gymnasium iterates a ``Tuple`` of unregistered subspaces as a plain tuple, which is a batch's form.
+# Observations have no fixed size, so ``AsyncVectorEnv`` needs ``shared_memory=False``.
+
+
+@vector_utils.batch_space.register(Messages)
+@vector_utils.batch_space.register(Utterance)
+def _batch_space(space: Messages | Utterance, n: int = 1) -> spaces.Tuple:
+    """``n`` independent copies, seeded from ``space``'s generator like Gymnasium's ``Text``."""
+    batched = spaces.Tuple(tuple(deepcopy(space) for _ in range(n)), seed=deepcopy(space.np_random))
+    batched.seed([int(s) for s in deepcopy(space.np_random).integers(0, 10**8, n)])
+    return batched
+
+
+@vector_utils.batch_differing_spaces.register(Messages)
+@vector_utils.batch_differing_spaces.register(Utterance)
+def _batch_differing_spaces(batch: Sequence[Messages | Utterance]) -> spaces.Tuple:
+    return spaces.Tuple([deepcopy(space) for space in batch], seed=deepcopy(batch[0].np_random))
+
+
+@vector_utils.concatenate.register(Messages)
+@vector_utils.concatenate.register(Utterance)
+def _concatenate(space: Messages | Utterance, items: Iterable[Any], out: Any) -> tuple[Any, ...]:
+    return tuple(items)
+
+
+@vector_utils.create_empty_array.register(Messages)
+def _empty_messages(space: Messages, n: int = 1, fn: Callable[..., Any] = np.zeros) -> tuple[list[Message], ...]:
+    return tuple([] for _ in range(n))
+
+
+@vector_utils.create_empty_array.register(Utterance)
+def _empty_utterances(space: Utterance, n: int = 1, fn: Callable[..., Any] = np.zeros) -> tuple[str, ...]:
+    return ("",) * n

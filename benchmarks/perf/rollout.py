@@ -1,0 +1,151 @@
+"""Env-level asynchronous rollout against synchronous batch rollout, on the same engine, model and envs.
+
+(a) synchronous: batches of ``--concurrency`` episodes in lockstep, every turn waiting for the batch's
+slowest generation and slowest environment step (how synchronous trainers roll out);
+(b) agentgym: the same episodes through the RolloutScheduler, ``--concurrency`` in flight, each at its
+own pace. Environment steps take a log-normal time (p99 = ``--tail`` x median), response lengths are
+drawn uniformly per turn. Prints trajectories/s of both, ``speedup`` (b over a) and ``engine_busy``
+(the engine's busy fraction under b), writes ``benchmarks/results/rollout.json``; the last line is JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import agentgym  # noqa: E402
+from agentgym import TaskSet  # noqa: E402
+from agentgym.inference import SamplingParams  # noqa: E402
+from agentgym.inference.torch_engine import TorchEngine  # noqa: E402
+from agentgym.models import init_model  # noqa: E402
+from agentgym.rollout import LMPolicy, RolloutConfig, RolloutScheduler  # noqa: E402
+from agentgym.rollout.synchronous import run_lockstep  # noqa: E402
+
+ENV_ID = "perf/LongTail-v0"
+GOAL = {"speedup": 2.7, "engine_busy": 0.9}
+
+
+class VariedLengthPolicy(LMPolicy):
+    """Draws each turn's response length uniformly from ``lengths``."""
+
+    def __init__(self, engine: TorchEngine, lengths: tuple[int, int]) -> None:
+        super().__init__(engine, SamplingParams(temperature=1.0))
+        self.lengths = lengths
+
+    def turn_sampling(self, rng: np.random.Generator) -> SamplingParams:
+        return self.sampling.model_copy(update={"max_tokens": int(rng.integers(*self.lengths, endpoint=True))})
+
+
+async def synchronous(policy: LMPolicy, tasks: TaskSet, batch: int, env_kwargs: dict) -> list:
+    trajectories = []
+    for start in range(0, len(tasks), batch):
+        trajectories += await run_lockstep(ENV_ID, policy, list(tasks[start : start + batch]), env_kwargs=env_kwargs)
+    return trajectories
+
+
+async def asynchronous(policy: LMPolicy, tasks: TaskSet, concurrency: int, env_kwargs: dict) -> list:
+    scheduler = RolloutScheduler(ENV_ID, policy, RolloutConfig(concurrency=concurrency), env_kwargs=env_kwargs)
+    seen = []
+
+    async def read() -> None:
+        async for trajectory in scheduler.stream:
+            seen.append(trajectory)
+
+    async with asyncio.TaskGroup() as group:
+        group.create_task(read())
+        await scheduler.run(tasks)
+    return seen
+
+
+async def measure(name: str, engine: TorchEngine, run) -> dict:
+    busy, tokens = engine.stats().busy_seconds, engine.stats().generated_tokens
+    started = time.perf_counter()
+    trajectories = await run
+    wall = time.perf_counter() - started
+    ok = [t for t in trajectories if t.status != "error"]
+    stats = engine.stats()
+    figures = {
+        "trajectories": len(ok),
+        "errors": len(trajectories) - len(ok),
+        "wall_seconds": round(wall, 3),
+        "trajectories_per_second": len(ok) / wall,
+        "tokens_per_second": (stats.generated_tokens - tokens) / wall,
+        "engine_busy": (stats.busy_seconds - busy) / wall,
+        "mean_env_seconds_per_episode": float(np.mean([t.timings["env_seconds"] for t in ok])),
+    }
+    print(f"{name:>12}: {figures['trajectories_per_second']:.2f} trajectories/s, "
+          f"{figures['tokens_per_second']:.0f} tokens/s, engine busy {figures['engine_busy']:.2f}, "
+          f"{wall:.1f} s", file=sys.stderr)
+    return figures
+
+
+async def main(args: argparse.Namespace) -> dict:
+    model_dir = Path(args.model) if args.model else Path(tempfile.mkdtemp(prefix="agentgym-bench-")) / "tiny"
+    if not args.model:
+        init_model(model_dir, "tiny", seed=0)
+    engine = TorchEngine(model_dir, seed=0, max_batch_size=args.concurrency, threads=args.threads)
+    policy = VariedLengthPolicy(engine, (args.min_tokens, args.max_tokens))
+    env_kwargs = {"median": args.median, "tail": args.tail, "max_turns": args.turns}
+    tasks = TaskSet.generate(ENV_ID, args.episodes, split="test")
+    try:
+        await asynchronous(policy, TaskSet.generate(ENV_ID, args.concurrency, split="train"), args.concurrency, env_kwargs)
+        sync = await measure("synchronous", engine, synchronous(policy, tasks, args.concurrency, env_kwargs))
+        agentgym_async = await measure("agentgym", engine, asynchronous(policy, tasks, args.concurrency, env_kwargs))
+    finally:
+        await engine.close()
+    speedup = agentgym_async["trajectories_per_second"] / sync["trajectories_per_second"]
+    return {
+        "benchmark": "rollout",
+        "speedup": round(speedup, 3),
+        "engine_busy": round(agentgym_async["engine_busy"], 3),
+        "goal": GOAL,
+        "met": speedup >= GOAL["speedup"] and agentgym_async["engine_busy"] >= GOAL["engine_busy"],
+        "synchronous": sync,
+        "agentgym": agentgym_async,
+        "parameters": {k: v for k, v in vars(args).items() if k not in ("model", "out")} | {"model": args.model or "tiny"},
+        "machine": {"cpus": torch.get_num_threads(), "python": platform.python_version(), "torch": torch.__version__,
+                    "agentgym": agentgym.__version__},
+    }
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="One batch of episodes, three turns (under 2 minutes).")
+    parser.add_argument("--model", help="A model folder (default: a fresh `agentgym model init --preset tiny`).")
+    parser.add_argument("--concurrency", type=int, default=64, help="Episodes in flight (and the synchronous batch).")
+    parser.add_argument("--episodes", type=int, default=192)
+    parser.add_argument("--turns", type=int, default=4)
+    parser.add_argument("--median", type=float, default=0.1, help="Median env step latency in seconds.")
+    parser.add_argument("--tail", type=float, default=20.0, help="p99 / median of the env step latency.")
+    parser.add_argument("--min-tokens", type=int, default=8)
+    parser.add_argument("--max-tokens", type=int, default=96)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads for the engine (1 leaves a core to the event loop on small machines).")
+    parser.add_argument("--out", type=Path, default=HERE.parent / "results" / "rollout.json")
+    args = parser.parse_args()
+    if args.quick:
+        args.episodes, args.turns = args.concurrency, 3
+    return args
+
+
+if __name__ == "__main__":
+    arguments = parse_args()
+    agentgym.register(ENV_ID, "long_tail_env:LongTailEnv")
+    result = asyncio.run(main(arguments))
+    print(f"speedup {result['speedup']:.2f}x (goal {GOAL['speedup']}), engine busy {result['engine_busy']:.2f} "
+          f"(goal {GOAL['engine_busy']})")
+    arguments.out.parent.mkdir(parents=True, exist_ok=True)
+    arguments.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result))
