@@ -4,6 +4,8 @@ Rows join (a prefilled cohort is merged in) and leave (their rows are index-sele
 decode steps. ``mask[b, j]`` says whether cache column ``j`` of row ``b`` holds a real token, and
 every forward gets explicit ``position_ids``, so left padding does not change what a row computes.
 The cache holds each row's context except its last sampled token, which the next decode step feeds.
+A prefill may start from cached prefixes (:mod:`agentgym.inference._prefix_cache`): it computes only
+each row's remaining tokens, at their true positions, after that row's cached KV.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from transformers import DynamicCache, PreTrainedModel
 from transformers.cache_utils import DynamicLayer
+
+from agentgym.inference._prefix_cache import KV, CachedPrefix
 
 
 class KVBatch:
@@ -27,18 +31,29 @@ class KVBatch:
 
     @classmethod
     def prefill(
-        cls, model: PreTrainedModel, contexts: list[list[int]], device: torch.device
+        cls,
+        model: PreTrainedModel,
+        contexts: list[list[int]],
+        device: torch.device,
+        cached: list[CachedPrefix | None] | None = None,
     ) -> tuple[KVBatch, torch.Tensor]:
-        """Run ``contexts`` (left-padded) through ``model``; returns the batch and each row's last logits."""
-        width = max(len(ids) for ids in contexts)
-        ids = torch.zeros((len(contexts), width), dtype=torch.long)
-        mask = torch.zeros((len(contexts), width), dtype=torch.long)
-        for row, context in enumerate(contexts):
-            ids[row, width - len(context) :] = torch.tensor(context, dtype=torch.long)
-            mask[row, width - len(context) :] = 1
-        ids, mask = ids.to(device), mask.to(device)
-        positions = (mask.cumsum(-1) - 1).clamp_(min=0)
-        cache = DynamicCache(config=model.config)
+        """Run ``contexts`` through ``model``, each after the KV of its ``cached`` prefix (if any), so only
+        the rest is computed; returns the batch and each row's last logits."""
+        cached = cached or [None] * len(contexts)
+        done = [prefix.length if prefix is not None else 0 for prefix in cached]
+        ids, new_mask = _left_padded([context[n:] for context, n in zip(contexts, done, strict=True)])
+        past = max(done)
+        past_mask = _left_padded([[1] * n for n in done], width=past)[1]
+        ids, mask = ids.to(device), torch.cat([past_mask, new_mask], dim=1).to(device)
+        offsets = torch.tensor(done, dtype=torch.long, device=device)[:, None]
+        positions = (new_mask.to(device).cumsum(-1) - 1).clamp_(min=0) + offsets
+        cache = DynamicCache(ddp_cache_data=_stack(cached, past) if past else None, config=model.config)
+        for layer in cache.layers:
+            if type(layer) is not DynamicLayer:
+                raise TypeError(
+                    "the torch engine batches only full-attention caches (DynamicLayer); this model's cache "
+                    f"has {type(layer).__name__} layers: serve it with the vllm engine instead"
+                )
         out = model(
             input_ids=ids,
             attention_mask=mask,
@@ -47,13 +62,10 @@ class KVBatch:
             use_cache=True,
             logits_to_keep=1,
         )
-        for layer in cache.layers:
-            if type(layer) is not DynamicLayer:
-                raise TypeError(
-                    "the torch engine batches only full-attention caches (DynamicLayer); this model's cache "
-                    f"has {type(layer).__name__} layers: serve it with the vllm engine instead"
-                )
-        return cls(cache, mask, mask.sum(-1)), out.logits[:, -1, :]
+        batch = cls(cache, mask, mask.sum(-1))
+        if past:
+            batch._close_gaps()
+        return batch, out.logits[:, -1, :]
 
     def decode(self, model: PreTrainedModel, tokens: torch.Tensor) -> torch.Tensor:
         """Feed one token per row (``[B]``) and return the next-token logits (``[B, V]``)."""
@@ -67,6 +79,14 @@ class KVBatch:
         )
         self.next_pos = self.next_pos + 1
         return out.logits[:, -1, :]
+
+    def row_kv(self, row: int, length: int) -> KV:
+        """Views of the KV of the last ``length`` tokens of ``row`` (its real tokens end the row)."""
+        width = self.mask.shape[1]
+        return [
+            (layer.keys[row : row + 1, :, width - length :], layer.values[row : row + 1, :, width - length :])
+            for layer in self.cache.layers
+        ]
 
     def select(self, rows: list[int]) -> KVBatch | None:
         """Keep only ``rows`` (in that order), dropping padding columns no kept row needs; None when empty."""
@@ -93,6 +113,48 @@ class KVBatch:
         )
         self.next_pos = torch.cat([self.next_pos, other.next_pos])
         return self
+
+    def _close_gaps(self) -> None:
+        """Move each row's real columns to the right end (a cached prefix and its new tokens were apart)
+        and drop the padding columns no row needs."""
+        order = self.mask.argsort(dim=1, stable=True)[:, -int(self.next_pos.max()) :]
+        self.mask = self.mask.gather(1, order)
+        for layer in self.cache.layers:
+            index = order[:, None, :, None].expand(-1, layer.keys.shape[1], -1, layer.keys.shape[3])
+            layer.keys = layer.keys.gather(2, index)
+            layer.values = layer.values.gather(2, index)
+
+
+def _left_padded(rows: list[list[int]], width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``rows`` right-aligned in a ``[len(rows), width]`` tensor of zeros, and the mask of what they fill."""
+    width = max(map(len, rows)) if width is None else width
+    ids = torch.zeros((len(rows), width), dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for row, values in enumerate(rows):
+        if values:
+            ids[row, width - len(values) :] = torch.tensor(values, dtype=torch.long)
+            mask[row, width - len(values) :] = 1
+    return ids, mask
+
+
+def _stack(cached: list[CachedPrefix | None], width: int) -> KV:
+    """The cached prefixes as one left-padded ``[rows, heads, width, dim]`` pair per layer (zeros for none)."""
+    some = next(prefix for prefix in cached if prefix is not None)
+    layers = []
+    for layer, (keys, values) in enumerate(some.layers):
+        empty_k = keys.new_zeros((1, keys.shape[1], width, keys.shape[3]))
+        empty_v = values.new_zeros((1, values.shape[1], width, values.shape[3]))
+        layers.append(
+            (
+                torch.cat(
+                    [_pad_left(p.layers[layer][0], width) if p is not None else empty_k for p in cached]
+                ),
+                torch.cat(
+                    [_pad_left(p.layers[layer][1], width) if p is not None else empty_v for p in cached]
+                ),
+            )
+        )
+    return layers
 
 
 def _pad_left(tensor: torch.Tensor, width: int, dim: int = 2) -> torch.Tensor:

@@ -11,6 +11,11 @@ from __future__ import annotations
 
 import torch
 
+_FIRST_CANDIDATES = 32
+"""How many of a row's largest tokens the nucleus search looks at first."""
+_FULL_SORT_FRACTION = 8
+"""Past ``vocab / _FULL_SORT_FRACTION`` candidates the nucleus search sorts the whole row instead."""
+
 
 def sampling_logprobs(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
     """Log-probabilities of the sampling distribution over the last axis (``-inf`` outside the nucleus)."""
@@ -20,11 +25,34 @@ def sampling_logprobs(logits: torch.Tensor, temperature: float, top_p: float) ->
     logprobs = torch.log_softmax(logits, dim=-1)
     if temperature == 0 or top_p >= 1.0:
         return logprobs
-    sorted_logprobs, order = torch.sort(logprobs, dim=-1, descending=True)
-    mass_before = torch.cumsum(sorted_logprobs.exp(), dim=-1) - sorted_logprobs.exp()
-    drop_sorted = mass_before >= top_p
-    drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
-    return torch.log_softmax(logprobs.masked_fill(drop, float("-inf")), dim=-1)
+    return torch.log_softmax(logprobs.masked_fill(~_nucleus(logprobs, top_p), float("-inf")), dim=-1)
+
+
+def _nucleus(logprobs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Which tokens the nucleus keeps: in descending order, those whose probability mass before them is
+    under ``top_p``. That mass only grows along the order, so once a row's ``k``-th largest token is out,
+    its top ``k`` (``torch.topk``) decide; the rows whose nucleus is larger try again with a ``k`` sized by
+    the mass still missing, up to a full sort. The values and their order are those a full sort gives."""
+    vocab = logprobs.shape[-1]
+    flat = logprobs.reshape(-1, vocab)
+    keep = torch.zeros_like(flat, dtype=torch.bool)
+    rows = torch.arange(flat.shape[0], device=flat.device)
+    k = min(_FIRST_CANDIDATES, vocab)
+    while rows.numel():
+        top, order = torch.topk(flat.index_select(0, rows), k, dim=-1)  # sorted, largest first
+        probs = top.exp()
+        mass = torch.cumsum(probs, dim=-1)
+        kept = mass - probs < top_p
+        decided = ~kept[:, -1] if k < vocab else torch.ones_like(kept[:, -1])
+        keep[rows[decided]] = keep.new_zeros((int(decided.sum()), vocab)).scatter_(
+            -1, order[decided], kept[decided]
+        )
+        rows, pending = rows[~decided], ~decided
+        if rows.numel():  # each token past the k-th is at most as likely: (top_p - mass) / p_k more
+            missing = ((top_p - mass[pending, -1]) / probs[pending, -1]).nan_to_num(vocab).clamp(0, vocab)
+            k = max(2 * k, 2 * (k + int(missing.max())))
+            k = vocab if k * _FULL_SORT_FRACTION >= vocab else k  # a large top-k costs about a sort
+    return keep.reshape(logprobs.shape)
 
 
 def sample_token(logprobs: torch.Tensor, temperature: float, generator: torch.Generator | None) -> int:
@@ -37,7 +65,9 @@ def sample_token(logprobs: torch.Tensor, temperature: float, generator: torch.Ge
     return int(torch.argmax(logprobs + gumbel))
 
 
-def token_logprobs(logits: torch.Tensor, token_ids: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+def token_logprobs(
+    logits: torch.Tensor, token_ids: torch.Tensor, temperature: float, top_p: float
+) -> torch.Tensor:
     """The logprob of each of ``token_ids`` under the sampling distribution of ``logits`` (``[..., V]``);
     what the trainer compares with the behaviour logprobs."""
     return sampling_logprobs(logits, temperature, top_p).gather(-1, token_ids.unsqueeze(-1)).squeeze(-1)

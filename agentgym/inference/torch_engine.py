@@ -17,6 +17,10 @@ Rules:
 * A weight update waits for the current step, loads the weights, bumps the version and interrupts the
   rows in flight: their caches are dropped and they are prefilled again (prompt + tokens so far)
   under the new weights, so each token keeps the version that sampled it.
+* Automatic prefix caching: a finished request leaves the KV of its tokens in a bounded LRU cache
+  (:mod:`agentgym.inference._prefix_cache`, ``prefix_cache_tokens``); a new request reuses the longest
+  cached prefix of its prompt (all but its last token at most) and prefills only the rest. A weight
+  update empties the cache, so no KV computed under old weights is ever reused.
 * If a model step raises, every request in that step gets the exception; the engine keeps serving.
 * :meth:`TorchEngine.close` resolves every request in flight with ``finish_reason="abort"`` and the
   tokens generated so far; ``generate`` after ``close`` raises :class:`RuntimeError`.
@@ -38,6 +42,7 @@ from transformers import PreTrainedModel
 
 from agentgym.inference._batch import KVBatch
 from agentgym.inference._batch_requests import Sequence, WeightUpdate
+from agentgym.inference._prefix_cache import CachedPrefix, PrefixCache
 from agentgym.inference._torch_loading import eos_token_ids, load_model, load_state, read_checkpoint
 from agentgym.inference.sampling import sample_token, sampling_logprobs
 from agentgym.inference.types import EngineStats, FinishReason, GenerationRequest, GenerationResult
@@ -62,11 +67,14 @@ class TorchEngine:
         max_model_len: int | None = None,
         seed: int = 0,
         threads: int | None = None,
+        prefix_cache_tokens: int = 262_144,
     ) -> None:
         """Load ``model`` (a local checkpoint folder or a model object) and start the worker thread.
-        ``dtype`` defaults to float32 on CPU and bfloat16 on GPU; ``threads`` is process-wide."""
+        ``dtype`` defaults to float32 on CPU and bfloat16 on GPU; ``threads`` is process-wide;
+        ``prefix_cache_tokens`` bounds the prefix cache (0 turns it off)."""
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
+        self._prefix_cache = PrefixCache(prefix_cache_tokens)
         if threads is not None:
             torch.set_num_threads(threads)
         self.model, self._tokenizer = load_model(model, tokenizer, device, dtype)
@@ -199,8 +207,10 @@ class TorchEngine:
             seq.resolve("abort")
         self._active, self._batch = [], None
         self._waiting.clear()
+        self._prefix_cache.clear()
 
     def _apply_update(self, update: WeightUpdate) -> None:
+        self._prefix_cache.clear()  # before loading: even a failed load may have changed some weights
         try:
             load_state(self.model, update.state)
         except Exception as error:  # a bad checkpoint fails its caller, not the requests in flight
@@ -223,17 +233,30 @@ class TorchEngine:
 
     def _admit(self) -> None:
         cohort: list[Sequence] = []
+        cached: list[CachedPrefix | None] = []
         width = 0
         while self._waiting and len(self._active) + len(cohort) < self.max_batch_size:
-            width = max(width, len(self._waiting[0].context()))
+            context = self._waiting[0].context()
+            prefix = self._prefix_cache.lookup(context, len(context) - 1)
+            width = max(width, len(context) - (prefix.length if prefix is not None else 0))
             if cohort and width * (len(cohort) + 1) > _PREFILL_TOKENS:
                 break
             cohort.append(self._waiting.popleft())
+            cached.append(prefix)
         if not cohort:
             return
+        with self._cond:
+            self._stats.cached_prompt_tokens += sum(
+                min(prefix.length, len(seq.request.prompt_ids))
+                for seq, prefix in zip(cohort, cached, strict=True)
+                if prefix is not None
+            )
         try:
-            batch, logits = KVBatch.prefill(self.model, [seq.context() for seq in cohort], self.device)
+            batch, logits = KVBatch.prefill(
+                self.model, [seq.context() for seq in cohort], self.device, cached
+            )
             finished = self._sample(cohort, logits)
+            self._remember(batch, cohort, finished)
         except Exception as error:
             for seq in cohort:
                 seq.fail(error)
@@ -252,6 +275,7 @@ class TorchEngine:
             tokens = torch.tensor([seq.token_ids[-1] for seq in self._active], device=self.device)
             logits = self._batch.decode(self.model, tokens)
             finished = self._sample(self._active, logits)
+            self._remember(self._batch, self._active, finished)
         except Exception as error:
             for seq in self._active:
                 seq.fail(error)
@@ -259,6 +283,13 @@ class TorchEngine:
             return
         if any(finished):
             self._keep_rows([row for row, done in enumerate(finished) if not done])
+
+    def _remember(self, batch: KVBatch, seqs: list[Sequence], finished: list[bool]) -> None:
+        """Put the KV of each finished row's tokens (all but the last sampled one) in the prefix cache."""
+        for row, (seq, done) in enumerate(zip(seqs, finished, strict=True)):
+            if done:
+                ids = seq.context()[:-1]
+                self._prefix_cache.insert(ids, batch.row_kv(row, len(ids)))
 
     def _keep_rows(self, rows: list[int]) -> None:
         self._active = [self._active[row] for row in rows]

@@ -79,6 +79,8 @@ class EngineStats(BaseModel):
     wall_seconds: float = 0.0
     requests: int = 0
     prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    """Prompt tokens whose KV came from the prefix cache instead of a prefill."""
     generated_tokens: int = 0
     weight_updates: int = 0
     interrupted: int = 0

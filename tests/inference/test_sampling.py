@@ -72,3 +72,25 @@ def test_a_seeded_generator_repeats_its_draws():
         for gen in (torch.Generator().manual_seed(5), torch.Generator().manual_seed(5))
     ]
     assert draws[0] == draws[1] and len(set(draws[0])) > 1
+
+
+def full_sort_nucleus(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+    """The nucleus as first written: one full sort of every row."""
+    logprobs = torch.log_softmax(logits.float() / temperature, dim=-1)
+    sorted_logprobs, order = torch.sort(logprobs, dim=-1, descending=True)
+    mass_before = torch.cumsum(sorted_logprobs.exp(), dim=-1) - sorted_logprobs.exp()
+    drop = torch.zeros_like(mass_before, dtype=torch.bool).scatter(-1, order, mass_before >= top_p)
+    return torch.log_softmax(logprobs.masked_fill(drop, float("-inf")), dim=-1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 2**32), st.floats(0.05, 8.0), st.floats(0.01, 0.999), st.sampled_from([7, 40, 300, 2048])
+)
+def test_nucleus_equals_a_full_sort(seed, scale, top_p, vocab):
+    """Peaked rows (small nucleus) and flat ones (a nucleus past every candidate set) in one batch."""
+    generator = torch.Generator().manual_seed(seed)
+    logits = torch.randn(2, 3, vocab, generator=generator) * torch.tensor([scale, 1.0, 0.05])[:, None]
+    torch.testing.assert_close(
+        sampling_logprobs(logits, 0.8, top_p), full_sort_nucleus(logits, 0.8, top_p), rtol=0, atol=0
+    )
