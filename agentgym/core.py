@@ -17,7 +17,7 @@ import inspect
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
 from typing import Any, ClassVar, Literal, TypeVar
 
 import gymnasium
@@ -30,6 +30,8 @@ from agentgym.spaces import Messages, Utterance
 from agentgym.tools import ToolSpec, sample_arguments, tools_of
 
 T = TypeVar("T")
+_is_async = cache(inspect.iscoroutinefunction)
+"""Whether a function is a coroutine function, remembered per function (asked on every tool call)."""
 Execution = Literal["inline", "thread", "pinned"]
 StepResult = tuple[list[Message], float, bool, bool, dict[str, Any]]
 
@@ -298,9 +300,9 @@ class Env(gymnasium.Env[list[Message], str]):
 
     def _runs_inline(self, fn: Callable[..., Any]) -> bool:
         """Whether :meth:`_call` would run ``fn`` synchronously on the calling thread."""
-        if inspect.iscoroutinefunction(fn) or self.execution == "pinned":
+        if self.execution == "pinned" or not (self.execution == "inline" or self._in_sync_call):
             return False
-        return self.execution == "inline" or self._in_sync_call
+        return not _is_async(getattr(fn, "__func__", fn))
 
     def _run_sync(self, coroutine: Any) -> Any:
         """Drive a coroutine to completion for the synchronous API, also from inside a running loop."""

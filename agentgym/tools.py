@@ -67,14 +67,15 @@ class ToolSpec(BaseModel):
 
     def validate_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Check and coerce arguments against the schema; raise :class:`ToolError` naming each bad one."""
-        if self._arguments_model is None:
+        model = self.__pydantic_private__["_arguments_model"]  # read directly: the hot path of every step
+        if model is None:
             return dict(arguments)
         try:
-            validated = self._arguments_model.model_validate(arguments)
+            validated = model.model_validate(arguments)
         except ValidationError as exc:
             problems = "; ".join(_describe_error(err) for err in exc.errors(include_url=False))
             raise ToolError(f"invalid arguments for {self.name}: {problems}") from None
-        return {key: getattr(validated, key) for key in type(validated).model_fields}
+        return dict(validated.__dict__)
 
     def to_openai(self) -> dict[str, Any]:
         """The spec in the OpenAI ``tools`` format (also what Hugging Face chat templates take)."""

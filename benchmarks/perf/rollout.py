@@ -2,8 +2,9 @@
 
 (a) synchronous: batches of ``--concurrency`` episodes in lockstep, every turn waiting for the batch's
 slowest generation and slowest environment step (how synchronous trainers roll out);
-(b) agentgym: the same episodes through the RolloutScheduler, ``--concurrency`` in flight, each at its
-own pace. Environment steps take a log-normal time (p99 = ``--tail`` x median), response lengths are
+(b) agentgym: the RolloutScheduler, ``--concurrency`` in flight, each at its own pace, fed without
+pause the way a trainer feeds it; the clock stops once as many trajectories as (a) played have been
+streamed (stragglers never hold the consumer back, which is the point of queue scheduling). Environment steps take a log-normal time (p99 = ``--tail`` x median), response lengths are
 drawn uniformly per turn. Prints trajectories/s of both, ``speedup`` (b over a) and ``engine_busy``
 (the engine's busy fraction under b), writes ``benchmarks/results/rollout.json``; the last line is JSON.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import platform
 import sys
 import tempfile
@@ -48,41 +50,55 @@ class VariedLengthPolicy(LMPolicy):
         return self.sampling.model_copy(update={"max_tokens": int(rng.integers(*self.lengths, endpoint=True))})
 
 
-async def synchronous(policy: LMPolicy, tasks: TaskSet, batch: int, env_kwargs: dict) -> list:
+async def synchronous(policy: LMPolicy, tasks: TaskSet, batch: int, env_kwargs: dict, done) -> list:
+    """Lockstep batches until every task has been played."""
     trajectories = []
     for start in range(0, len(tasks), batch):
         trajectories += await run_lockstep(ENV_ID, policy, list(tasks[start : start + batch]), env_kwargs=env_kwargs)
+    done()
     return trajectories
 
 
-async def asynchronous(policy: LMPolicy, tasks: TaskSet, concurrency: int, env_kwargs: dict) -> list:
+async def asynchronous(policy: LMPolicy, tasks: TaskSet, concurrency: int, env_kwargs: dict, done) -> list:
+    """The scheduler fed without pause (as a trainer feeds it) until as many trajectories as there are
+    tasks have been streamed; the clock stops there and the episodes still running are cancelled."""
+    supply = (task.model_copy(update={"seed": task.seed + lap * len(tasks)}) for lap in range(1_000) for task in tasks)
     scheduler = RolloutScheduler(ENV_ID, policy, RolloutConfig(concurrency=concurrency), env_kwargs=env_kwargs)
     seen = []
 
     async def read() -> None:
         async for trajectory in scheduler.stream:
-            seen.append(trajectory)
+            if len(seen) < len(tasks):
+                seen.append(trajectory)
+                if len(seen) == len(tasks):
+                    done()
+                    scheduler.stop()
 
     async with asyncio.TaskGroup() as group:
         group.create_task(read())
-        await scheduler.run(tasks)
+        await scheduler.run(supply)
     return seen
 
 
-async def measure(name: str, engine: TorchEngine, run) -> dict:
-    busy, tokens = engine.stats().busy_seconds, engine.stats().generated_tokens
-    started = time.perf_counter()
-    trajectories = await run
-    wall = time.perf_counter() - started
+async def measure(name: str, engine: TorchEngine, arm, *args) -> dict:
+    """Run one arm; its figures are taken when it calls ``done`` (all trajectories delivered)."""
+    before, started, end = engine.stats(), time.perf_counter(), {}
+
+    def done() -> None:
+        end.update(wall=time.perf_counter() - started, stats=engine.stats())
+
+    trajectories = await arm(*args, done)
+    wall, stats = end["wall"], end["stats"]
     ok = [t for t in trajectories if t.status != "error"]
-    stats = engine.stats()
     figures = {
         "trajectories": len(ok),
         "errors": len(trajectories) - len(ok),
         "wall_seconds": round(wall, 3),
         "trajectories_per_second": len(ok) / wall,
-        "tokens_per_second": (stats.generated_tokens - tokens) / wall,
-        "engine_busy": (stats.busy_seconds - busy) / wall,
+        "tokens_per_second": (stats.generated_tokens - before.generated_tokens) / wall,
+        "engine_busy": (stats.busy_seconds - before.busy_seconds) / wall,
+        "prompt_tokens": stats.prompt_tokens - before.prompt_tokens,
+        "cached_prompt_tokens": stats.cached_prompt_tokens - before.cached_prompt_tokens,
         "mean_env_seconds_per_episode": float(np.mean([t.timings["env_seconds"] for t in ok])),
     }
     print(f"{name:>12}: {figures['trajectories_per_second']:.2f} trajectories/s, "
@@ -100,9 +116,10 @@ async def main(args: argparse.Namespace) -> dict:
     env_kwargs = {"median": args.median, "tail": args.tail, "max_turns": args.turns}
     tasks = TaskSet.generate(ENV_ID, args.episodes, split="test")
     try:
-        await asynchronous(policy, TaskSet.generate(ENV_ID, args.concurrency, split="train"), args.concurrency, env_kwargs)
-        sync = await measure("synchronous", engine, synchronous(policy, tasks, args.concurrency, env_kwargs))
-        agentgym_async = await measure("agentgym", engine, asynchronous(policy, tasks, args.concurrency, env_kwargs))
+        warm_up = TaskSet.generate(ENV_ID, args.concurrency, split="train")
+        await asynchronous(policy, warm_up, args.concurrency, env_kwargs, lambda: None)
+        sync = await measure("synchronous", engine, synchronous, policy, tasks, args.concurrency, env_kwargs)
+        agentgym_async = await measure("agentgym", engine, asynchronous, policy, tasks, args.concurrency, env_kwargs)
     finally:
         await engine.close()
     speedup = agentgym_async["trajectories_per_second"] / sync["trajectories_per_second"]
@@ -115,7 +132,7 @@ async def main(args: argparse.Namespace) -> dict:
         "synchronous": sync,
         "agentgym": agentgym_async,
         "parameters": {k: v for k, v in vars(args).items() if k not in ("model", "out")} | {"model": args.model or "tiny"},
-        "machine": {"cpus": torch.get_num_threads(), "python": platform.python_version(), "torch": torch.__version__,
+        "machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(), "python": platform.python_version(), "torch": torch.__version__,
                     "agentgym": agentgym.__version__},
     }
 
@@ -125,7 +142,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="One batch of episodes, three turns (under 2 minutes).")
     parser.add_argument("--model", help="A model folder (default: a fresh `agentgym model init --preset tiny`).")
     parser.add_argument("--concurrency", type=int, default=64, help="Episodes in flight (and the synchronous batch).")
-    parser.add_argument("--episodes", type=int, default=192)
+    parser.add_argument("--episodes", type=int, default=320)
     parser.add_argument("--turns", type=int, default=4)
     parser.add_argument("--median", type=float, default=0.1, help="Median env step latency in seconds.")
     parser.add_argument("--tail", type=float, default=20.0, help="p99 / median of the env step latency.")
@@ -136,7 +153,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=HERE.parent / "results" / "rollout.json")
     args = parser.parse_args()
     if args.quick:
-        args.episodes, args.turns = args.concurrency, 3
+        args.episodes, args.turns = 2 * args.concurrency, 3
     return args
 
 
