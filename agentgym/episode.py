@@ -55,25 +55,78 @@ async def run_episode(
     session = policy.start(env, np.random.default_rng([*seeds, task.seed]))
     episode = _Episode(env, session, trajectory, timeouts)
     started = time.perf_counter()
-    deadline = asyncio.timeout(timeouts.episode)
+    watchdog = _Watchdog(timeouts)
     try:
-        async with deadline:
-            await episode.play(task)
+        await episode.play(task, watchdog)
     except ContextLimit as exc:
         trajectory.status = "truncated"
         trajectory.info["truncated_by"] = str(exc)
-    except TimeoutError as exc:
-        if deadline.expired():
-            exc = EpisodeTimeout("episode", timeouts.episode or 0.0)
-        episode.fail(exc)
+    except asyncio.CancelledError:
+        if watchdog.fired is None or watchdog.task.uncancel() > 0:
+            raise  # cancelled from outside, not by a time limit
+        episode.fail(watchdog.fired)
     except Exception as exc:  # infrastructure failure: recorded, never scored
         episode.fail(exc)
     finally:
+        watchdog.stop()
         session.record(trajectory)
         trajectory.timings["total_seconds"] = time.perf_counter() - started
         trajectory.timings["policy_seconds"] = sum(t.policy_seconds for t in trajectory.turns)
         trajectory.timings["env_seconds"] = sum(t.env_seconds for t in trajectory.turns)
     return trajectory
+
+
+class _Watchdog:
+    """The episode's and the current turn's time limits on one lazily re-armed timer.
+
+    A turn only moves a deadline (a float); the timer fires at the earliest deadline it knew of,
+    re-arms itself if the current one is later, and otherwise cancels the episode's task, which
+    :func:`run_episode` turns into :class:`EpisodeTimeout`. Short turns thus cost no timer at all.
+    """
+
+    def __init__(self, timeouts: Timeouts) -> None:
+        self.timeouts = timeouts
+        self.loop = asyncio.get_running_loop()
+        self.task = asyncio.current_task()
+        self.fired: EpisodeTimeout | None = None
+        self.episode_end = None if timeouts.episode is None else self.loop.time() + timeouts.episode
+        self.turn_end: float | None = None
+        self._handle: asyncio.TimerHandle | None = None
+        self._arm()
+
+    def start_turn(self) -> None:
+        """The next turn begins: its limit counts from now."""
+        if self.timeouts.turn is not None:
+            self.turn_end = self.loop.time() + self.timeouts.turn
+            self._arm()
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _deadline(self) -> tuple[float, str] | None:
+        limits = [(end, scope) for end, scope in ((self.turn_end, "turn"), (self.episode_end, "episode")) if end is not None]
+        return min(limits) if limits else None
+
+    def _arm(self) -> None:
+        deadline = self._deadline()
+        if deadline is None or (self._handle is not None and self._handle.when() <= deadline[0]):
+            return  # an earlier wake-up is already set; it re-arms itself when it comes
+        self.stop()
+        self._handle = self.loop.call_at(deadline[0], self._wake)
+
+    def _wake(self) -> None:
+        self._handle = None
+        deadline = self._deadline()
+        if deadline is None:
+            return
+        if self.loop.time() < deadline[0]:
+            self._handle = self.loop.call_at(deadline[0], self._wake)
+            return
+        seconds = self.timeouts.turn if deadline[1] == "turn" else self.timeouts.episode
+        self.fired = EpisodeTimeout(deadline[1], seconds or 0.0)
+        self.task.cancel()
 
 
 class _Episode:
@@ -83,19 +136,13 @@ class _Episode:
         self.env, self.session, self.trajectory, self.timeouts = env, session, trajectory, timeouts
         self.phase = "reset"
 
-    async def play(self, task: Task) -> None:
+    async def play(self, task: Task, watchdog: _Watchdog) -> None:
         observation, _ = await self.env.areset(**task.reset_kwargs())
         self.trajectory.messages.extend(observation)
         while True:
-            deadline = asyncio.timeout(self.timeouts.turn)
-            try:
-                async with deadline:
-                    if await self._turn(observation):
-                        return
-            except TimeoutError:
-                if deadline.expired():
-                    raise EpisodeTimeout("turn", self.timeouts.turn or 0.0) from None
-                raise
+            watchdog.start_turn()
+            if await self._turn(observation):
+                return
             observation = self.trajectory.turns[-1].observation
 
     async def _turn(self, observation: list[Message]) -> bool:

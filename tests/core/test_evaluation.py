@@ -64,3 +64,40 @@ def test_results_are_saved_and_random_is_reproducible(registered_counter, tmp_pa
     saved = json.loads(path.read_text())
     assert saved["summary"]["episodes"] == 12 and len(saved["episodes"]) == 12
     assert len(path.with_suffix(".jsonl").read_text().splitlines()) == 12
+
+
+class SlowAdder(TextPolicy):
+    """Adds 1 per turn, thinking 0.15 s each time: every turn fits its limit, the episode does not."""
+
+    name = "slow-adder"
+
+    async def act(self, env, messages, rng):
+        await asyncio.sleep(0.15)
+        return env.format_call("add", amount=1)
+
+
+def test_the_episode_limit_holds_even_when_every_turn_is_in_time(registered_counter):
+    env = CounterEnv()
+    timeouts = Timeouts(episode=0.5, turn=0.3, tool=0.2)
+    task = agentgym.Task(env_id="test/Counter-v0", seed=2, difficulty="hard")
+    trajectory = asyncio.run(run_episode(env, SlowAdder(), task, timeouts=timeouts))
+    env.close()
+    assert trajectory.status == "error" and trajectory.info["error_cause"] == "timeout:episode"
+    assert 2 <= trajectory.num_turns <= 3
+
+
+def test_cancelling_an_episode_from_outside_is_not_a_timeout(registered_counter):
+    async def main():
+        env = CounterEnv()
+        task = asyncio.create_task(run_episode(env, SlowAdder(), agentgym.Task(env_id="test/Counter-v0", seed=2)))
+        await asyncio.sleep(0.2)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return "cancelled"
+        finally:
+            env.close()
+        return "finished"
+
+    assert asyncio.run(main()) == "cancelled"
