@@ -2,11 +2,13 @@
 
 from agentgym.checker import CheckReport, check_env
 from agentgym.core import Env
-from agentgym.episode import run_episode
+from agentgym.episode import Timeouts, run_episode
 from agentgym.errors import (
     AgentGymError,
     ConfigError,
+    ContextLimit,
     EnvCheckError,
+    EpisodeTimeout,
     RegistrationError,
     ResetNeeded,
     ToolError,
@@ -15,7 +17,7 @@ from agentgym.errors import (
 from agentgym.evaluation import EvalResult, EvalSummary, evaluate
 from agentgym.messages import ImagePart, Message, TextPart, ToolCall
 from agentgym.parsers import HermesParser, ParseResult, PythonicParser, ToolCallParser, get_parser
-from agentgym.policies import OraclePolicy, Policy, RandomPolicy, get_policy
+from agentgym.policies import OraclePolicy, Policy, PolicySession, RandomPolicy, TextPolicy, get_policy
 from agentgym.registration import EnvSpec, families, list_envs, make, register, spec
 from agentgym.tasks import Task, TaskSet
 from agentgym.tools import ToolSpec, tool
@@ -27,9 +29,11 @@ __all__ = [
     "AgentGymError",
     "CheckReport",
     "ConfigError",
+    "ContextLimit",
     "Env",
     "EnvCheckError",
     "EnvSpec",
+    "EpisodeTimeout",
     "EvalResult",
     "EvalSummary",
     "HermesParser",
@@ -38,6 +42,7 @@ __all__ = [
     "OraclePolicy",
     "ParseResult",
     "Policy",
+    "PolicySession",
     "PythonicParser",
     "RandomPolicy",
     "RegistrationError",
@@ -45,6 +50,8 @@ __all__ = [
     "Task",
     "TaskSet",
     "TextPart",
+    "TextPolicy",
+    "Timeouts",
     "ToolCall",
     "ToolCallParser",
     "ToolError",
