@@ -12,17 +12,12 @@ from fastapi import FastAPI, Request
 from agentgym.inference import ChatEngine, GenerationRequest, InferenceEngine, SamplingParams, load_engine
 from agentgym.inference.openai_engine import OpenAIEngine
 from agentgym.messages import Message, ToolCall
-from tests.inference.serving import CALL, QUESTION, TOOLS, overfit_tool_caller, render, thread_server
+from tests.inference.serving import CALL, QUESTION, TOOLS, render, thread_server
 
 
 @pytest.fixture(scope="module")
-def model_dir(tiny_model_dir, tmp_path_factory):
-    return overfit_tool_caller(tiny_model_dir, tmp_path_factory.mktemp("openai") / "weather")
-
-
-@pytest.fixture(scope="module")
-def server(model_dir):
-    with thread_server(model_dir) as running:
+def server(weather_model_dir):
+    with thread_server(weather_model_dir) as running:
         yield running
 
 
@@ -39,8 +34,8 @@ def run_with(engine: OpenAIEngine, coroutine_factory):
     return asyncio.run(main())
 
 
-def test_chat_returns_tool_calls_and_takes_the_results_back(server, model_dir):
-    engine = OpenAIEngine(server.base_url, model_dir.name, tokenizer=model_dir)
+def test_chat_returns_tool_calls_and_takes_the_results_back(server, weather_model_dir):
+    engine = OpenAIEngine(server.base_url, weather_model_dir.name, tokenizer=weather_model_dir)
     greedy = SamplingParams(temperature=0, max_tokens=64)
 
     async def conversation():
@@ -78,8 +73,8 @@ def test_chat_returns_tool_calls_and_takes_the_results_back(server, model_dir):
     assert 0 < stats.busy_seconds <= stats.wall_seconds
 
 
-def test_generate_returns_the_served_engines_tokens(server, model_dir):
-    engine = OpenAIEngine(server.base_url, model_dir.name, tokenizer=model_dir)
+def test_generate_returns_the_served_engines_tokens(server, weather_model_dir):
+    engine = OpenAIEngine(server.base_url, weather_model_dir.name, tokenizer=weather_model_dir)
     assert isinstance(engine, InferenceEngine) and isinstance(engine, ChatEngine) and engine.version == 0
     prompt = render(engine.tokenizer, QUESTION)
     sampled = GenerationRequest(
@@ -102,8 +97,8 @@ def test_generate_returns_the_served_engines_tokens(server, model_dir):
     assert engine.stats().requests == 0
 
 
-def test_load_engine_builds_it_and_token_level_needs_a_tokenizer(server, model_dir):
-    engine = load_engine("openai", base_url=server.base_url, model=model_dir.name)
+def test_load_engine_builds_it_and_token_level_needs_a_tokenizer(server, weather_model_dir):
+    engine = load_engine("openai", base_url=server.base_url, model=weather_model_dir.name)
     assert isinstance(engine, OpenAIEngine) and engine.tokenizer is None
     request = GenerationRequest(prompt_ids=[1, 2, 3])
 

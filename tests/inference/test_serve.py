@@ -14,17 +14,12 @@ from transformers import AutoTokenizer
 
 from agentgym.inference import GenerationRequest, SamplingParams
 from agentgym.inference.torch_engine import TorchEngine
-from tests.inference.serving import AGENTGYM, CALL, QUESTION, TOOLS, cli_server, overfit_tool_caller, render
+from tests.inference.serving import AGENTGYM, CALL, QUESTION, TOOLS, cli_server, render
 
 
 @pytest.fixture(scope="module")
-def model_dir(tiny_model_dir, tmp_path_factory):
-    return overfit_tool_caller(tiny_model_dir, tmp_path_factory.mktemp("serve") / "weather")
-
-
-@pytest.fixture(scope="module")
-def base_url(model_dir):
-    with cli_server(model_dir) as url:
+def base_url(weather_model_dir):
+    with cli_server(weather_model_dir) as url:
         yield url
 
 
@@ -35,17 +30,17 @@ def client(base_url):
 
 
 @pytest.fixture(scope="module")
-def tokenizer(model_dir):
-    return AutoTokenizer.from_pretrained(model_dir)
+def tokenizer(weather_model_dir):
+    return AutoTokenizer.from_pretrained(weather_model_dir)
 
 
-def test_models_lists_the_served_model(client, model_dir):
-    assert [m.id for m in client.models.list()] == [model_dir.name]
+def test_models_lists_the_served_model(client, weather_model_dir):
+    assert [m.id for m in client.models.list()] == [weather_model_dir.name]
 
 
-def test_chat_completion_with_a_tool_call_round_trips(client, model_dir, tokenizer):
+def test_chat_completion_with_a_tool_call_round_trips(client, weather_model_dir, tokenizer):
     reply = client.chat.completions.create(
-        model=model_dir.name, messages=QUESTION, tools=TOOLS, temperature=0
+        model=weather_model_dir.name, messages=QUESTION, tools=TOOLS, temperature=0
     )
     choice = reply.choices[0]
     assert choice.finish_reason == "tool_calls"
@@ -58,17 +53,17 @@ def test_chat_completion_with_a_tool_call_round_trips(client, model_dir, tokeniz
     result = {"role": "tool", "tool_call_id": call.id, "content": "Sunny, 21 C"}
     sent = [*QUESTION, choice.message.model_dump(exclude_none=True), result]
     follow_up = client.chat.completions.create(
-        model=model_dir.name, messages=sent, tools=TOOLS, max_tokens=3, seed=0
+        model=weather_model_dir.name, messages=sent, tools=TOOLS, max_tokens=3, seed=0
     )
     assert follow_up.usage.prompt_tokens == len(render(tokenizer, [*QUESTION, CALL, result]))
     assert 1 <= follow_up.usage.completion_tokens <= 3
 
 
-def test_completions_return_the_engine_tokens_and_logprobs(client, model_dir, tokenizer):
+def test_completions_return_the_engine_tokens_and_logprobs(client, weather_model_dir, tokenizer):
     prompt = render(tokenizer, QUESTION)
     sampling = SamplingParams(temperature=1.0, top_p=0.9, max_tokens=12, seed=7)
     reply = client.completions.create(
-        model=model_dir.name,
+        model=weather_model_dir.name,
         prompt=prompt,
         max_tokens=12,
         temperature=1.0,
@@ -81,7 +76,7 @@ def test_completions_return_the_engine_tokens_and_logprobs(client, model_dir, to
     served_ids = [int(token.removeprefix("token_id:")) for token in logprobs.tokens]
 
     async def direct():
-        engine = TorchEngine(model_dir)
+        engine = TorchEngine(weather_model_dir)
         try:
             return await engine.generate(GenerationRequest(prompt_ids=prompt, sampling=sampling))
         finally:
@@ -94,9 +89,9 @@ def test_completions_return_the_engine_tokens_and_logprobs(client, model_dir, to
     assert reply.usage.prompt_tokens == len(prompt) and reply.usage.completion_tokens == len(served_ids)
 
 
-def test_completions_take_several_prompts_and_samples(client, model_dir):
+def test_completions_take_several_prompts_and_samples(client, weather_model_dir):
     reply = client.completions.create(
-        model=model_dir.name, prompt=["The weather", "Paris"], n=2, max_tokens=4, seed=1, logprobs=0
+        model=weather_model_dir.name, prompt=["The weather", "Paris"], n=2, max_tokens=4, seed=1, logprobs=0
     )
     assert [c.index for c in reply.choices] == [0, 1, 2, 3]
     assert all(len(c.logprobs.tokens) == len(c.logprobs.token_logprobs) >= 1 for c in reply.choices)
@@ -105,9 +100,9 @@ def test_completions_take_several_prompts_and_samples(client, model_dir):
     )
 
 
-def test_streaming_chat_and_completions(client, model_dir, tokenizer):
+def test_streaming_chat_and_completions(client, weather_model_dir, tokenizer):
     stream = client.chat.completions.create(
-        model=model_dir.name,
+        model=weather_model_dir.name,
         messages=QUESTION,
         tools=TOOLS,
         temperature=0,
@@ -123,9 +118,9 @@ def test_streaming_chat_and_completions(client, model_dir, tokenizer):
     assert chunks[-1].usage.prompt_tokens == len(render(tokenizer, QUESTION))
 
     pieces = client.completions.create(
-        model=model_dir.name, prompt="Paris", max_tokens=5, seed=3, stream=True
+        model=weather_model_dir.name, prompt="Paris", max_tokens=5, seed=3, stream=True
     )
-    whole = client.completions.create(model=model_dir.name, prompt="Paris", max_tokens=5, seed=3)
+    whole = client.completions.create(model=weather_model_dir.name, prompt="Paris", max_tokens=5, seed=3)
     assert "".join(chunk.choices[0].text for chunk in pieces) == whole.choices[0].text
 
 
@@ -162,25 +157,25 @@ def test_streaming_chat_and_completions(client, model_dir, tokenizer):
         ({"tools": [{"type": "function", "function": {"description": "no name"}}]}, "tools[0]"),
     ],
 )
-def test_bad_chat_requests_are_400_naming_the_field(client, model_dir, change, param):
-    request = {"model": model_dir.name, "messages": QUESTION, "max_tokens": 2} | change
+def test_bad_chat_requests_are_400_naming_the_field(client, weather_model_dir, change, param):
+    request = {"model": weather_model_dir.name, "messages": QUESTION, "max_tokens": 2} | change
     with pytest.raises(openai.BadRequestError) as caught:
         client.chat.completions.create(**request)
     assert caught.value.status_code == 400
     assert caught.value.body["param"] == param and param in caught.value.body["message"]
 
 
-def test_bad_completion_requests_and_unknown_models(client, model_dir, tokenizer):
+def test_bad_completion_requests_and_unknown_models(client, weather_model_dir, tokenizer):
     for prompt in ([], [len(tokenizer) + 5], [[1, 2], []], 17, [-1]):
         with pytest.raises(openai.BadRequestError) as caught:
-            client.completions.create(model=model_dir.name, prompt=prompt, max_tokens=2)
+            client.completions.create(model=weather_model_dir.name, prompt=prompt, max_tokens=2)
         assert caught.value.body["param"] == "prompt"
     with pytest.raises(openai.BadRequestError) as caught:
-        client.completions.create(model=model_dir.name, prompt="x", max_tokens=2, logprobs=5)
+        client.completions.create(model=weather_model_dir.name, prompt="x", max_tokens=2, logprobs=5)
     assert caught.value.body["param"] == "logprobs"
     with pytest.raises(openai.NotFoundError) as caught:
         client.chat.completions.create(model="gpt-unknown", messages=QUESTION)
-    assert caught.value.body["code"] == "model_not_found" and model_dir.name in caught.value.body["message"]
+    assert caught.value.body["code"] == "model_not_found" and weather_model_dir.name in caught.value.body["message"]
 
 
 def test_invalid_json_body_is_400(base_url):
