@@ -32,7 +32,9 @@ class ChatRenderer:
         """Ids that close a turn the model ended with its eos token (what the template adds after it)."""
         self.close_without_eos = self.encode(after_reply)
         """Ids that close a turn cut short (by ``max_tokens`` or a stop string): eos and what follows."""
-        self.eos_ids = frozenset(self.encode(eos))
+        self.eos = self.encode(eos)
+        """The ids of the end-of-turn (eos) token that ends every response."""
+        self.eos_ids = frozenset(self.eos)
 
     def prompt_ids(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> list[int]:
         """The opening prompt: ``messages`` with ``tools``, ending in the assistant's generation prompt."""

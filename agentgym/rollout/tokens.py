@@ -1,0 +1,63 @@
+"""One episode's token record: the conversation as the ids a model reads and writes, grown only at the end.
+
+The opening messages are rendered with the chat template once; each later observation is appended as
+the template's delta after the closed assistant turn; each response is appended as the ids that
+produced it. ``loss_mask`` marks the agent's tokens, with their behaviour logprobs and the policy
+versions that sampled them (``0.0`` and ``-1`` on every other token, and on demonstrated ones).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentgym.messages import Message
+from agentgym.rollout.render import ChatRenderer
+from agentgym.trajectory import Trajectory
+
+
+class TokenRecord:
+    """Token ids, loss mask, logprobs and versions of one episode, aligned one entry per token."""
+
+    def __init__(self, renderer: ChatRenderer, tools: list[dict[str, Any]]) -> None:
+        self.renderer, self.tools = renderer, tools
+        self.token_ids: list[int] = []
+        self.loss_mask: list[int] = []
+        self.logprobs: list[float] = []
+        self.versions: list[int] = []
+        self.prompt_lengths: list[int] = []
+        """Length of the context at each turn (each a prefix of the next)."""
+        self._close: list[int] = []
+
+    def observe(self, observation: list[Message]) -> list[int]:
+        """Append what the environment said and the generation prompt; the context to answer."""
+        messages = [m.to_openai() for m in observation]
+        if self.token_ids:
+            self._extend(self._close + self.renderer.observation_ids(messages))
+        else:
+            self._extend(self.renderer.prompt_ids(messages, self.tools))
+        self.prompt_lengths.append(len(self.token_ids))
+        return list(self.token_ids)
+
+    def respond(self, ids: list[int], logprobs: list[float] | None = None, versions: list[int] | None = None) -> str:
+        """Append the agent's response ids (a model's, with their logprobs and versions, or a
+        demonstration's without); the agent's text."""
+        self._extend(ids, logprobs or [0.0] * len(ids), versions or [-1] * len(ids), agent=True)
+        self._close = self.renderer.close_ids(ids)
+        return self.renderer.response_text(ids)
+
+    def write(self, trajectory: Trajectory) -> None:
+        """Close the last response the way the template would and copy the record into ``trajectory``."""
+        self._extend(self._close)
+        self._close = []
+        trajectory.token_ids = list(self.token_ids)
+        trajectory.loss_mask = list(self.loss_mask)
+        trajectory.logprobs = list(self.logprobs)
+        trajectory.versions = list(self.versions)
+        trajectory.info["prompt_lengths"] = list(self.prompt_lengths)
+
+    def _extend(self, ids: list[int], logprobs: list[float] | None = None, versions: list[int] | None = None,
+                *, agent: bool = False) -> None:
+        self.token_ids.extend(ids)
+        self.loss_mask.extend([int(agent)] * len(ids))
+        self.logprobs.extend(logprobs if logprobs is not None else [0.0] * len(ids))
+        self.versions.extend(versions if versions is not None else [-1] * len(ids))
