@@ -12,7 +12,7 @@ import agentgym
 from agentgym import Task, TaskSet
 from agentgym.episode import Timeouts
 from agentgym.policies import TextPolicy
-from agentgym.rollout import RolloutConfig, RolloutScheduler, TrajectoryStream, iterate_rollouts
+from agentgym.rollout import RolloutConfig, RolloutScheduler, iterate_rollouts
 from tests.rollout.envs import SlowOracle
 
 
