@@ -108,20 +108,19 @@ async def measure(name: str, engine: TorchEngine, arm, *args) -> dict:
 
 
 async def main(args: argparse.Namespace) -> dict:
-    model_dir = Path(args.model) if args.model else Path(tempfile.mkdtemp(prefix="agentgym-bench-")) / "tiny"
-    if not args.model:
-        init_model(model_dir, "tiny", seed=0)
-    engine = TorchEngine(model_dir, seed=0, max_batch_size=args.concurrency, threads=args.threads)
-    policy = VariedLengthPolicy(engine, (args.min_tokens, args.max_tokens))
-    env_kwargs = {"median": args.median, "tail": args.tail, "max_turns": args.turns}
-    tasks = TaskSet.generate(ENV_ID, args.episodes, split="test")
-    try:
-        warm_up = TaskSet.generate(ENV_ID, args.concurrency, split="train")
-        await asynchronous(policy, warm_up, args.concurrency, env_kwargs, lambda: None)
-        sync = await measure("synchronous", engine, synchronous, policy, tasks, args.concurrency, env_kwargs)
-        agentgym_async = await measure("agentgym", engine, asynchronous, policy, tasks, args.concurrency, env_kwargs)
-    finally:
-        await engine.close()
+    with tempfile.TemporaryDirectory(prefix="agentgym-bench-") as scratch:
+        model_dir = Path(args.model) if args.model else init_model(Path(scratch) / "tiny", "tiny", seed=0)
+        engine = TorchEngine(model_dir, seed=0, max_batch_size=args.concurrency, threads=args.threads)
+        policy = VariedLengthPolicy(engine, (args.min_tokens, args.max_tokens))
+        env_kwargs = {"median": args.median, "tail": args.tail, "max_turns": args.turns}
+        tasks = TaskSet.generate(ENV_ID, args.episodes, split="test")
+        try:
+            warm_up = TaskSet.generate(ENV_ID, args.concurrency, split="train")
+            await asynchronous(policy, warm_up, args.concurrency, env_kwargs, lambda: None)
+            sync = await measure("synchronous", engine, synchronous, policy, tasks, args.concurrency, env_kwargs)
+            agentgym_async = await measure("agentgym", engine, asynchronous, policy, tasks, args.concurrency, env_kwargs)
+        finally:
+            await engine.close()
     speedup = agentgym_async["trajectories_per_second"] / sync["trajectories_per_second"]
     return {
         "benchmark": "rollout",
