@@ -1,0 +1,123 @@
+"""The PPO clipped policy loss over ``[B, T]`` token tensors, with off-policy corrections.
+
+Per agent token, with ``ratio = pi_theta / pi_old`` and advantage ``A`` (Schulman et al. 2017):
+``loss = max(-A * ratio, -A * clip(ratio, 1 - clip_low, 1 + clip_high))``; separate bounds are DAPO's
+clip-higher. Dual clip (Ye et al. 2020) bounds the loss of a negative advantage by ``-A * dual_clip``,
+so a huge ratio on a bad token cannot blow up the update. The correction's weight multiplies the token's
+loss and its mask zeroes it (:mod:`agentgym.algorithms.corrections`). Aggregation:
+
+- ``token-mean``: the sum over every agent token of the batch divided by their number (DAPO);
+- ``sequence-mean``: each row's mean over its agent tokens, then the mean over rows that have any
+  (GRPO's original form: a short answer's tokens weigh more than a long one's).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from pydantic import Field, field_validator
+
+from agentgym.algorithms.corrections import CorrectionConfig, off_policy_correction
+from agentgym.algorithms.metrics import k3_kl, masked_mean
+from agentgym.config import Config
+
+__all__ = ["Aggregation", "PolicyLossConfig", "aggregate", "policy_loss"]
+
+Aggregation = Literal["token-mean", "sequence-mean"]
+
+
+class PolicyLossConfig(Config):
+    """The PPO policy loss: clip range, dual clip, aggregation and off-policy correction."""
+
+    clip_low: float = Field(0.2, ge=0, lt=1)
+    """Lower clip epsilon: the ratio is clipped from below at ``1 - clip_low``."""
+    clip_high: float = Field(0.2, ge=0)
+    """Upper clip epsilon: the ratio is clipped from above at ``1 + clip_high`` (DAPO's clip-higher: 0.28)."""
+    dual_clip: float | None = None
+    """Dual clip ``c > 1``: a negative advantage's loss is at most ``-c * A`` (3.0 is usual); null: off."""
+    aggregation: Aggregation = "token-mean"
+    """How token losses become one number: mean over all agent tokens, or mean of per-sequence means."""
+    correction: CorrectionConfig = CorrectionConfig()
+    """Off-policy correction between the behaviour policy and ``pi_old``."""
+
+    @field_validator("dual_clip")
+    @classmethod
+    def _above_one(cls, dual_clip: float | None) -> float | None:
+        if dual_clip is not None and not dual_clip > 1:
+            raise ValueError("must be greater than 1 (3.0 is usual) or null")
+        return dual_clip
+
+
+def aggregate(token_losses: torch.Tensor, loss_mask: torch.Tensor, aggregation: Aggregation) -> torch.Tensor:
+    """Reduce ``[B, T]`` token losses over the agent tokens of ``loss_mask`` (rows without any left out)."""
+    if aggregation == "token-mean":
+        return masked_mean(token_losses, loss_mask)
+    if aggregation == "sequence-mean":
+        mask = loss_mask.to(token_losses.dtype)
+        counts = mask.sum(-1)
+        rows = counts > 0
+        return masked_mean((token_losses * mask).sum(-1) / counts.clamp(min=1), rows)
+    raise ValueError(f"unknown aggregation {aggregation!r}; choose one of: token-mean, sequence-mean")
+
+
+def policy_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    behaviour_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    loss_mask: torch.Tensor,
+    config: PolicyLossConfig | None = None,
+    *,
+    entropy: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The corrected PPO loss of ``[B, T]`` learner logprobs (with grad) against ``pi_old``, and its
+    ``train/`` metrics. ``advantages`` is ``[B]`` (one per trajectory) or ``[B, T]``; ``entropy``
+    (``[B, T]``) is only logged; no ``config``: :class:`PolicyLossConfig`'s defaults (clip 0.2, TIS at 2)."""
+    config = config or PolicyLossConfig()
+    _check_shapes(
+        logprobs,
+        old_logprobs=old_logprobs,
+        behaviour_logprobs=behaviour_logprobs,
+        loss_mask=loss_mask,
+        **({"entropy": entropy} if entropy is not None else {}),
+    )
+    if advantages.dim() == 1:
+        advantages = advantages[:, None]
+    if advantages.shape not in ((logprobs.shape[0], 1), logprobs.shape):
+        raise ValueError(
+            f"advantages must be [B] or [B, T] = {list(logprobs.shape)}, got {list(advantages.shape)}"
+        )
+    advantages = advantages.detach().to(logprobs.dtype)
+    log_ratio = logprobs - old_logprobs.detach()
+    ratio = log_ratio.exp()
+    unclipped = -advantages * ratio
+    clipped = -advantages * ratio.clamp(1 - config.clip_low, 1 + config.clip_high)
+    token_losses = torch.maximum(unclipped, clipped)
+    agent = loss_mask.bool()
+    metrics = {"train/clip_fraction": masked_mean((clipped > unclipped).float(), agent).item()}
+    if config.dual_clip is not None:
+        bound = -advantages * config.dual_clip
+        dual = (advantages < 0) & (token_losses > bound)
+        token_losses = torch.where(dual, bound, token_losses)
+        metrics["train/dual_clip_fraction"] = masked_mean(dual.float(), agent).item()
+    correction = off_policy_correction(old_logprobs, behaviour_logprobs, loss_mask, config.correction)
+    token_losses = torch.where(correction.keep, correction.weights * token_losses, 0.0)
+    loss = aggregate(token_losses, loss_mask, config.aggregation)
+    metrics["train/policy_loss"] = loss.item()
+    metrics["train/approx_kl"] = k3_kl(log_ratio.detach(), agent).item()
+    metrics.update(correction.metrics)
+    if entropy is not None:
+        metrics["train/entropy"] = masked_mean(entropy.detach(), agent).item()
+    return loss, metrics
+
+
+def _check_shapes(logprobs: torch.Tensor, **others: torch.Tensor) -> None:
+    """Every per-token tensor must be ``[B, T]`` like ``logprobs``; the message names the one that is not."""
+    if logprobs.dim() != 2:
+        raise ValueError(f"logprobs must be [B, T], got shape {list(logprobs.shape)}")
+    for name, tensor in others.items():
+        if tensor.shape != logprobs.shape:
+            raise ValueError(
+                f"{name} must have the shape of logprobs {list(logprobs.shape)}, got {list(tensor.shape)}"
+            )
