@@ -103,6 +103,20 @@ class MetricsLog:
         self.close()
 
 
+def rewind_jsonl(path: str | os.PathLike[str], step: int) -> None:
+    """Keep only the records of ``path`` (a step-keyed JSONL file) up to ``step``, atomically; what a
+    resumed run does with records written after its checkpoint. A missing file is left missing."""
+    path = Path(path)
+    if not path.is_file():
+        return
+    _cut_torn_tail(path)
+    kept = [line for line in path.read_bytes().splitlines(keepends=True)
+            if (record := _load(line)) is not None and record["step"] <= step]
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(b"".join(kept))
+    os.replace(tmp, path)
+
+
 def read_metrics(run_dir: RunDir) -> list[Record]:
     """The records of ``run_dir/metrics.jsonl`` in order (non-finite values read as ``None``), torn last line skipped."""
     path = Path(run_dir) / JSONL_NAME

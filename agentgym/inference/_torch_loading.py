@@ -42,7 +42,7 @@ def load_model(
         )
         if dtype is None:
             dtype = torch.float32 if target.type == "cpu" else torch.bfloat16
-        with _quiet_progress_bars():
+        with quiet_progress_bars():
             model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, local_files_only=True)
         model = model.to(target)
     if tokenizer is None or isinstance(tokenizer, str | Path):
@@ -56,7 +56,7 @@ def load_model(
 
 
 @contextmanager
-def _quiet_progress_bars() -> Iterator[None]:
+def quiet_progress_bars() -> Iterator[None]:
     """Hide transformers' "Loading weights" progress bar for the block; restore both libraries' settings after."""
     transformers_on, hub_off = hf_logging.is_progress_bar_enabled(), hub_utils.are_progress_bars_disabled()
     hf_logging.disable_progress_bar()

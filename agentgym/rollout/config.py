@@ -25,7 +25,8 @@ class RolloutConfig(BaseModel):
     ones are dropped. With ``batch_size`` it also bounds what may start (AReaL's rule)."""
     batch_size: int | None = Field(None, ge=1)
     """Trajectories the trainer consumes per weight update; episodes may start only while
-    ``running + kept < (version + max_staleness + 1) * batch_size``."""
+    ``running + kept < (versions + max_staleness + 1) * batch_size``, counting the versions published
+    since the rollout began."""
     stream_size: int = Field(256, ge=1)
     """Finished trajectories the stream holds before producers wait (backpressure)."""
     relax_gc: bool = True

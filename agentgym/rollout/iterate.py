@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from agentgym.policies import Policy
+from agentgym.rollout.background import BackgroundLoop
 from agentgym.rollout.config import RolloutConfig
 from agentgym.rollout.scheduler import RolloutScheduler
 from agentgym.tasks import Task
@@ -27,25 +26,20 @@ def iterate_rollouts(
     Leaving the loop early stops the rollout (episodes in flight are cancelled) and joins the thread.
     """
     scheduler = RolloutScheduler(env_id, policy, config, env_kwargs=env_kwargs)
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="agentgym-rollout", daemon=True)
-    thread.start()
-    run = asyncio.run_coroutine_threadsafe(scheduler.run(tasks), loop)
-    try:
-        while (trajectory := asyncio.run_coroutine_threadsafe(scheduler.stream.get(), loop).result()) is not None:
-            yield trajectory
-        run.result()  # raises what stopped the rollout, if anything did
-    finally:
-        if not run.done():
-            loop.call_soon_threadsafe(scheduler.stop)
-            asyncio.run_coroutine_threadsafe(_drain(scheduler), loop).result()
-            run.result()
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join()
-        loop.close()
+    with BackgroundLoop() as background:
+        run = background.submit(scheduler.run(tasks))
+        try:
+            while (trajectory := background.run(scheduler.stream.get())) is not None:
+                yield trajectory
+            run.result()  # raises what stopped the rollout, if anything did
+        finally:
+            if not run.done():
+                background.call(scheduler.stop)
+                background.run(drain(scheduler))
+                run.result()
 
 
-async def _drain(scheduler: RolloutScheduler) -> None:
+async def drain(scheduler: RolloutScheduler) -> None:
     """Keep the stream moving so stopping producers are never blocked on a full stream."""
     while await scheduler.stream.get() is not None:
         pass

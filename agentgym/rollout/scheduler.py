@@ -85,6 +85,8 @@ class RolloutScheduler:
         """Groups not yet closed, by task index."""
         self._running = 0
         self._kept = 0
+        self._first_version = 0
+        """The version when :meth:`run` began: admission counts versions published since then."""
         self._changed = asyncio.Event()
         self._stopping = False
 
@@ -108,6 +110,7 @@ class RolloutScheduler:
     async def run(self, tasks: Iterable[Task]) -> RolloutMetrics:
         """Play every task's group to its end (or until :meth:`stop`), then close the stream."""
         started = time.perf_counter()
+        self._first_version = self.version
         busy_before = self._engine_busy()
         with ExitStack() as stack:
             if self.config.relax_gc:
@@ -152,7 +155,8 @@ class RolloutScheduler:
         c = self.config
         if c.batch_size is None or c.max_staleness is None:
             return True
-        return self._running + self._kept < (self.version + c.max_staleness + 1) * c.batch_size
+        published = self.version - self._first_version
+        return self._running + self._kept < (published + c.max_staleness + 1) * c.batch_size
 
     def _launch(self, group: _Group, tasks_group: asyncio.TaskGroup) -> None:
         self._running += 1
