@@ -6,6 +6,7 @@ Bad arguments exit with status 2 and a one-line reason; a failed check exits wit
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import sys
 import time
@@ -36,8 +37,25 @@ out = Console(highlight=False, width=None if sys.stdout.isatty() else 140)
 err = Console(stderr=True, highlight=False)
 
 
+_LAZY_COMMANDS = {
+    "train": ("agentgym.trainers.cli", "train_command"),
+    "sft": ("agentgym.trainers.sft_cli", "sft_command"),
+}
+"""Commands of the ``trainers`` package, imported only when run (they pull in torch and TRL)."""
+
+
 class _Cli(click.Group):
-    """A group whose usage errors are one line on stderr with exit status 2."""
+    """A group whose usage errors are one line on stderr with exit status 2, with the trainers' commands
+    loaded lazily."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *_LAZY_COMMANDS])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in _LAZY_COMMANDS:
+            module, name = _LAZY_COMMANDS[cmd_name]
+            return getattr(importlib.import_module(module), name)
+        return super().get_command(ctx, cmd_name)
 
     def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         kwargs["standalone_mode"] = False

@@ -1,0 +1,86 @@
+"""Trajectories as padded tensors: one row per trajectory, per-token arrays aligned to the predicted token."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, fields
+
+import torch
+
+from agentgym.trajectory import Trajectory
+
+
+@dataclass(frozen=True)
+class TrainBatch:
+    """Right-padded rows. ``input_ids``/``attention_mask`` are ``[B, T]``; the per-token tensors are
+    ``[B, T-1]`` and describe token ``t+1``, the one predicted at position ``t``."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    loss_mask: torch.Tensor
+    behaviour_logprobs: torch.Tensor
+    versions: torch.Tensor
+    """The policy version that sampled each token (-1 where no model sampled it)."""
+    advantages: torch.Tensor
+    """``[B]``, one per trajectory."""
+
+    @property
+    def rows(self) -> int:
+        return self.input_ids.shape[0]
+
+    @property
+    def agent_tokens(self) -> int:
+        return int(self.loss_mask.sum().item())
+
+    def to(self, device: torch.device | str) -> TrainBatch:
+        return TrainBatch(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
+
+    def micro_batches(self, size: int) -> Iterator[TrainBatch]:
+        """Consecutive slices of ``size`` rows, each cut to its own longest row."""
+        for start in range(0, self.rows, size):
+            rows = slice(start, start + size)
+            length = int(self.attention_mask[rows].sum(-1).max().item())
+            yield TrainBatch(
+                input_ids=self.input_ids[rows, :length],
+                attention_mask=self.attention_mask[rows, :length],
+                loss_mask=self.loss_mask[rows, : length - 1],
+                behaviour_logprobs=self.behaviour_logprobs[rows, : length - 1],
+                versions=self.versions[rows, : length - 1],
+                advantages=self.advantages[rows],
+            )
+
+
+def collate(trajectories: Sequence[Trajectory], advantages: torch.Tensor, pad_id: int) -> TrainBatch:
+    """Stack ``trajectories`` (token-in/token-out records) with their ``advantages`` into a batch,
+    longest rows first so micro-batches pad little."""
+    if not trajectories:
+        raise ValueError("cannot collate an empty list of trajectories")
+    if len(advantages) != len(trajectories):
+        raise ValueError(f"{len(trajectories)} trajectories but {len(advantages)} advantages")
+    empty = [t for t in trajectories if len(t.token_ids) < 2]
+    if empty:
+        raise ValueError(f"trajectory of {empty[0].env_id} has no tokens to train on; was it played by a token policy?")
+    order = sorted(range(len(trajectories)), key=lambda i: -len(trajectories[i].token_ids))
+    length = len(trajectories[order[0]].token_ids)
+    shape = (len(order), length)
+    input_ids = torch.full(shape, pad_id, dtype=torch.long)
+    attention = torch.zeros(shape, dtype=torch.long)
+    loss_mask = torch.zeros(shape, dtype=torch.float32)
+    behaviour = torch.zeros(shape, dtype=torch.float32)
+    versions = torch.full(shape, -1, dtype=torch.long)
+    for row, i in enumerate(order):
+        t = trajectories[i]
+        n = len(t.token_ids)
+        input_ids[row, :n] = torch.tensor(t.token_ids)
+        attention[row, :n] = 1
+        loss_mask[row, :n] = torch.tensor(t.loss_mask, dtype=torch.float32)
+        behaviour[row, :n] = torch.tensor(t.logprobs, dtype=torch.float32)
+        versions[row, :n] = torch.tensor(t.versions)
+    return TrainBatch(
+        input_ids=input_ids,
+        attention_mask=attention,
+        loss_mask=loss_mask[:, 1:],
+        behaviour_logprobs=behaviour[:, 1:],
+        versions=versions[:, 1:],
+        advantages=advantages[order].float(),
+    )

@@ -1,0 +1,131 @@
+"""Atomic checkpoints of a run: weights, optimizer, schedule, RNG states and the data position.
+
+A checkpoint is written into a hidden temporary folder, fsynced, and renamed into place
+(``checkpoints/step-000010``); only then does ``checkpoints/latest`` (a one-line file, itself replaced
+atomically) point at it. A ``kill -9`` at any moment leaves the previous checkpoint intact and current.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from agentgym.errors import AgentGymError
+
+STATE_FILE = "trainer_state.pt"
+LATEST = "latest"
+
+
+@dataclass
+class DataPosition:
+    """Which train tasks (by position) have been trained on: every position below ``low`` and those in
+    ``done`` above it. Groups finish out of order, so the set has holes while rollout runs ahead."""
+
+    low: int = 0
+    done: set[int] = field(default_factory=set)
+
+    def consume(self, position: int) -> None:
+        self.done.add(position)
+        while self.low in self.done:
+            self.done.remove(self.low)
+            self.low += 1
+
+    def pending(self) -> list[int]:
+        """Positions below the highest consumed one that are not consumed yet (to be played first)."""
+        high = max(self.done, default=self.low - 1) + 1
+        return [p for p in range(self.low, high) if p not in self.done]
+
+    @property
+    def next(self) -> int:
+        """The first position never handed out before the pending ones."""
+        return max(self.done, default=self.low - 1) + 1
+
+    def state(self) -> dict[str, Any]:
+        return {"low": self.low, "done": sorted(self.done)}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> DataPosition:
+        return cls(low=int(state["low"]), done=set(state["done"]))
+
+
+@dataclass
+class TrainerState:
+    """Everything besides the weights that a resumed run needs to go on as if never stopped."""
+
+    step: int
+    optimizer: dict[str, Any]
+    scheduler: dict[str, Any]
+    data: DataPosition
+    rng: dict[str, Any]
+
+
+def rng_state() -> dict[str, Any]:
+    """The RNG states of Python, NumPy and torch."""
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+
+
+def save_checkpoint(run_dir: Path, model: Any, tokenizer: Any, state: TrainerState, *, keep: int) -> Path:
+    """Write step ``state.step``'s checkpoint atomically, point ``latest`` at it, keep the newest ``keep``."""
+    root = run_dir / "checkpoints"
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step-{state.step:06d}"
+    tmp = root / f".tmp-{final.name}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp / "model", safe_serialization=True)
+    tokenizer.save_pretrained(tmp / "model")
+    torch.save({"step": state.step, "optimizer": state.optimizer, "scheduler": state.scheduler,
+                "data": state.data.state(), "rng": state.rng}, tmp / STATE_FILE)
+    _fsync_tree(tmp)
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    _write_atomically(root / LATEST, final.name + "\n")
+    for old in sorted(p for p in root.glob("step-*") if p.is_dir())[:-keep]:
+        shutil.rmtree(old)
+    return final
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The checkpoint ``latest`` points at, or ``None`` when the run has none."""
+    pointer = run_dir / "checkpoints" / LATEST
+    if not pointer.is_file():
+        return None
+    path = pointer.parent / pointer.read_text().strip()
+    if not (path / STATE_FILE).is_file():
+        raise AgentGymError(f"{pointer} names {path.name}, which is incomplete; the run dir was changed by hand")
+    return path
+
+
+def load_trainer_state(checkpoint: Path) -> TrainerState:
+    raw = torch.load(checkpoint / STATE_FILE, weights_only=False)
+    return TrainerState(step=raw["step"], optimizer=raw["optimizer"], scheduler=raw["scheduler"],
+                        data=DataPosition.from_state(raw["data"]), rng=raw["rng"])
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _fsync_tree(folder: Path) -> None:
+    for path in folder.rglob("*"):
+        if path.is_file():
+            with path.open("rb") as f:
+                os.fsync(f.fileno())

@@ -1,0 +1,159 @@
+"""The settings of a training run (``agentgym train CONFIG.yaml``), validated once by pydantic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from agentgym.algorithms import PolicyLossConfig
+from agentgym.config import Config
+from agentgym.episode import Timeouts
+
+
+class ModelConfig(Config):
+    """Which model to train."""
+
+    path: str
+    """A local Hugging Face model folder (or a hub id on a GPU machine that has it cached)."""
+    dtype: Literal["float32", "bfloat16", "float16"] | None = None
+    """Parameter dtype; default float32 on CPU and bfloat16 on GPU."""
+
+
+class EngineConfig(Config):
+    """The inference engine that samples the rollouts and receives new weights after every step."""
+
+    name: Literal["torch", "vllm"] = "torch"
+    max_batch_size: int = Field(64, ge=1)
+    """Requests decoded together (torch engine)."""
+    threads: int | None = 1
+    """CPU threads for torch (process-wide; the trainer shares them); null leaves torch's default."""
+    max_context: int = Field(4096, ge=16)
+    """Prompt plus response tokens of an episode; a longer one ends as truncated."""
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Further engine arguments (e.g. ``gpu_memory_utilization`` for vLLM)."""
+
+
+class SamplingSection(Config):
+    """How the behaviour policy samples (the trainer's logprobs use the same distribution)."""
+
+    temperature: float = Field(1.0, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_tokens: int = Field(64, ge=1)
+    """Tokens per turn."""
+
+
+class EnvSection(Config):
+    """The environment trained on, and its train and held-out tasks."""
+
+    id: str
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    difficulties: list[str | None] = Field(default_factory=lambda: [None])
+    """Difficulty levels cycled through by the tasks (null: the env's default)."""
+    seed_start: int = Field(0, ge=0)
+    """Train tasks take consecutive seeds of the train split from here."""
+
+
+class AlgorithmSection(Config):
+    """Advantages, the corrected PPO loss, and where ``pi_old`` comes from."""
+
+    advantage: Literal["grpo", "dr_grpo", "rloo", "mc_grpo", "reinforce_pp"] = "grpo"
+    loss: PolicyLossConfig = PolicyLossConfig()
+    old_logprobs: Literal["exact", "recompute"] = "exact"
+    """``exact``: pi_old of each token is the trainer's forward pass under the weights of the version that
+    sampled it (a weight snapshot per live version, cheap for small models); ``recompute``: the current
+    weights before the step stand in for every version (AReaL's proximal policy; no snapshots)."""
+    skip_uniform_groups: bool = True
+    """Leave out groups whose rewards are all equal (their advantages are 0): no compute spent on them."""
+    entropy_coef: float = Field(0.0, ge=0)
+    """Bonus on the mean entropy of agent tokens."""
+
+
+class OptimSection(Config):
+    """The torch optimizer and learning-rate schedule."""
+
+    lr: float = Field(1e-4, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    betas: tuple[float, float] = (0.9, 0.999)
+    grad_clip: float | None = Field(1.0, gt=0)
+    """Clip the global gradient norm to this (null: no clipping)."""
+    schedule: Literal["constant", "linear", "cosine"] = "constant"
+    warmup_steps: int = Field(0, ge=0)
+
+
+class TrainerSection(Config):
+    """The training loop."""
+
+    steps: int = Field(100, ge=1)
+    """Optimizer steps (= weight versions published)."""
+    groups_per_step: int = Field(16, ge=1)
+    """Task groups consumed per step; a step trains on ``groups_per_step * group_size`` trajectories."""
+    group_size: int = Field(8, ge=1)
+    """Episodes per task (G)."""
+    micro_batch_size: int = Field(32, ge=1)
+    """Trajectories per forward/backward pass; gradients accumulate over a step's micro-batches."""
+    async_ratio: int = Field(2, ge=0)
+    """The most versions a trajectory may lag the weights it trains (max staleness); 0 is the synchronous
+    on-policy baseline: rollout waits for each update and the trainer for each full batch."""
+    concurrency: int = Field(64, ge=1)
+    """Episodes in flight."""
+    redundancy: int = Field(0, ge=0)
+    """Spare episodes per group; the first ``group_size`` finishers are kept."""
+    max_retries: int = Field(2, ge=0)
+    seed: int = 0
+    device: str = "auto"
+    """``cpu``, ``cuda`` or ``auto`` (CUDA when available)."""
+    timeouts: Timeouts = Timeouts()
+
+
+class EvalSection(Config):
+    """Held-out evaluation before training, every ``every`` steps, and at the end."""
+
+    episodes: int = Field(100, ge=0)
+    """Held-out tasks (test split) per evaluation; 0 turns evaluation off."""
+    every: int = Field(0, ge=0)
+    """Evaluate every this many steps (0: only before and after)."""
+    temperature: float | None = None
+    """Sampling temperature for evaluation; null uses the training sampling."""
+    concurrency: int = Field(64, ge=1)
+
+
+class CheckpointSection(Config):
+    """Atomic checkpoints: weights, optimizer, schedule, RNG and the data position."""
+
+    every: int = Field(10, ge=0)
+    """Save every this many steps (and at the end); 0 only at the end."""
+    keep: int = Field(2, ge=1)
+    """Checkpoints kept (oldest removed)."""
+
+
+class TrainConfig(Config):
+    """A whole run: ``agentgym train CONFIG.yaml [a.b=value ...]``."""
+
+    output_dir: str
+    """The run directory: resolved config, metrics, curves, checkpoints, evaluation report."""
+    model: ModelConfig
+    env: EnvSection
+    engine: EngineConfig = EngineConfig()
+    sampling: SamplingSection = SamplingSection()
+    algorithm: AlgorithmSection = AlgorithmSection()
+    optim: OptimSection = OptimSection()
+    trainer: TrainerSection = TrainerSection()
+    eval: EvalSection = EvalSection()
+    checkpoint: CheckpointSection = CheckpointSection()
+
+    @model_validator(mode="after")
+    def _fits(self) -> TrainConfig:
+        if self.trainer.concurrency < self.trainer.group_size:
+            raise ValueError("trainer.concurrency must be at least trainer.group_size (a group runs at once)")
+        return self
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.output_dir)
+
+    @property
+    def batch_size(self) -> int:
+        """Trajectories per optimizer step."""
+        return self.trainer.groups_per_step * self.trainer.group_size

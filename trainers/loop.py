@@ -1,0 +1,298 @@
+"""The decoupled trainer: rollout streams groups on a background loop while the trainer steps on them.
+
+Rollout and training overlap: the scheduler keeps episodes in flight on the inference engine (admitting
+new ones only within ``async_ratio`` versions of the weights, AReaL's rule), and the trainer takes
+``groups_per_step`` complete groups, trains one step, and sends the new weights to the engine, whose
+version then increases. ``async_ratio: 0`` is the synchronous on-policy baseline on this same path: the
+rollout waits for each update and the trainer for each full batch.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from agentgym.algorithms import compute_advantages
+from agentgym.config import dump_config, load_config
+from agentgym.errors import AgentGymError
+from agentgym.evaluation import evaluate
+from agentgym.inference import engine_class
+from agentgym.inference._torch_loading import quiet_progress_bars
+from agentgym.inference.types import SamplingParams
+from agentgym.metrics_log import JSONL_NAME, MetricsLog, plot_curves, read_metrics, rewind_jsonl
+from agentgym.registration import make
+from agentgym.rollout.background import BackgroundLoop
+from agentgym.rollout.config import RolloutConfig
+from agentgym.rollout.iterate import drain
+from agentgym.rollout.lm_policy import LMPolicy
+from agentgym.rollout.scheduler import RolloutScheduler
+from agentgym.tasks import Task, TaskSet
+from agentgym.trainers.batch import collate
+from agentgym.trainers.checkpoint import (
+    DataPosition,
+    TrainerState,
+    latest_checkpoint,
+    load_trainer_state,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
+from agentgym.trainers.config import TrainConfig
+from agentgym.trainers.learner import Learner
+from agentgym.trainers.progress import TrainProgress
+from agentgym.trainers.report import write_report
+from agentgym.trajectory import Trajectory
+
+CONFIG_FILE = "config.yaml"
+CURVES_FILE = "curves.png"
+BATCHES_FILE = "batches.jsonl"
+"""One line per step: the train task positions it consumed (so no group is lost or doubled on resume)."""
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What a finished run reports: held-out success before and after, steps, and wall time."""
+
+    run_dir: Path
+    steps: int
+    success_before: float | None
+    success_after: float | None
+    wall_seconds: float
+
+
+def train(config: TrainConfig, *, console: Console | None = None) -> TrainResult:
+    """Start a new run in ``config.output_dir`` (which must not hold one) and train it to the end."""
+    run_dir = config.run_dir
+    if latest_checkpoint(run_dir) is not None or (run_dir / CONFIG_FILE).exists():
+        raise AgentGymError(f"{run_dir} already holds a run; continue it with `agentgym train --resume {run_dir}` "
+                            "or choose another output_dir")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / CONFIG_FILE).write_text(dump_config(config))
+    return _Run(config, None, console or Console()).run()
+
+
+def resume(run_dir: str | Path, *, console: Console | None = None) -> TrainResult:
+    """Continue the run in ``run_dir`` from its latest checkpoint (same step, optimizer state, RNG and data)."""
+    run_dir = Path(run_dir)
+    if not (run_dir / CONFIG_FILE).is_file():
+        raise AgentGymError(f"{run_dir} holds no run ({CONFIG_FILE} is missing)")
+    config = load_config(TrainConfig, run_dir / CONFIG_FILE)
+    if Path(config.output_dir).resolve() != run_dir.resolve():
+        config = config.model_copy(update={"output_dir": str(run_dir)})
+    return _Run(config, latest_checkpoint(run_dir), console or Console()).run()
+
+
+class _Run:
+    """One training run from a fresh model or a checkpoint."""
+
+    def __init__(self, config: TrainConfig, checkpoint: Path | None, console: Console) -> None:
+        self.config, self.console = config, console
+        self.run_dir = config.run_dir
+        if config.engine.threads is not None:
+            torch.set_num_threads(config.engine.threads)
+        torch.manual_seed(config.trainer.seed)
+        make(config.env.id, **config.env.kwargs).close()  # a bad env id or kwargs fails here, not in every episode
+        self.device = _device(config.trainer.device)
+        self.source = checkpoint / "model" if checkpoint else Path(config.model.path)
+        self.tokenizer = AutoTokenizer.from_pretrained(self.source)
+        dtype = getattr(torch, config.model.dtype) if config.model.dtype else None
+        with quiet_progress_bars():
+            model = AutoModelForCausalLM.from_pretrained(self.source, dtype=dtype).to(self.device)
+        self.learner = Learner(model, config)
+        self.data = DataPosition()
+        self.step = 0
+        if checkpoint is not None:
+            state = load_trainer_state(checkpoint)
+            self.learner.optimizer.load_state_dict(state.optimizer)
+            self.learner.scheduler.load_state_dict(state.scheduler)
+            self.learner.version = self.step = state.step
+            self.data = state.data
+            set_rng_state(state.rng)
+        kept = self.step if checkpoint else -1
+        rewind_jsonl(self.run_dir / BATCHES_FILE, kept)
+        rewind_jsonl(self.run_dir / JSONL_NAME, kept)
+
+    def run(self) -> TrainResult:
+        started = time.perf_counter()
+        with BackgroundLoop() as background, MetricsLog(self.run_dir) as log:
+            engine = self._engine(background)
+            try:
+                self._train(background, engine, log)
+            finally:
+                background.run(engine.close())
+        plot_curves(self.run_dir, self.run_dir / CURVES_FILE)
+        evals = [r for r in read_metrics(self.run_dir) if r.get("eval/success_rate") is not None]
+        result = TrainResult(
+            run_dir=self.run_dir,
+            steps=self.step,
+            success_before=evals[0]["eval/success_rate"] if evals and evals[0]["step"] == 0 else None,
+            success_after=evals[-1]["eval/success_rate"] if evals and evals[-1]["step"] == self.step else None,
+            wall_seconds=time.perf_counter() - started,
+        )
+        write_report(self.run_dir, self.config, result, evals)
+        return result
+
+    def _engine(self, background: BackgroundLoop) -> Any:
+        config = self.config.engine
+        kwargs = dict(config.kwargs)
+        if config.name == "torch":
+            kwargs.setdefault("max_batch_size", config.max_batch_size)
+            kwargs.setdefault("device", str(self.device))
+        kwargs.setdefault("max_model_len", config.max_context)
+        engine = engine_class(config.name)(self.source, **kwargs)
+        if self.step:
+            background.run(engine.update_weights(self.learner.model.state_dict(), version=self.step))
+        return engine
+
+    def _policy(self, engine: Any, temperature: float | None = None) -> LMPolicy:
+        sampling = self.config.sampling
+        params = SamplingParams(temperature=sampling.temperature if temperature is None else temperature,
+                                top_p=sampling.top_p, max_tokens=sampling.max_tokens)
+        return LMPolicy(engine, params, max_context=self.config.engine.max_context, name="learner")
+
+    def _train(self, background: BackgroundLoop, engine: Any, log: MetricsLog) -> None:
+        config, trainer = self.config, self.config.trainer
+        rollout_config = RolloutConfig(
+            concurrency=trainer.concurrency,
+            group_size=trainer.group_size,
+            redundancy=trainer.redundancy,
+            max_retries=trainer.max_retries,
+            max_staleness=trainer.async_ratio,
+            batch_size=config.batch_size,
+            stream_size=config.batch_size * (trainer.async_ratio + 1) + trainer.concurrency,
+            seed=trainer.seed,
+            timeouts=trainer.timeouts,
+        )
+        positions: list[int] = []
+        scheduler = RolloutScheduler(config.env.id, self._policy(engine), rollout_config,
+                                     env_kwargs=config.env.kwargs, engine=engine)
+        with TrainProgress(trainer.steps, self.step, console=self.console) as progress:
+            if self.step == 0:
+                self._evaluate(background, engine, log, progress)
+            rollout = background.submit(scheduler.run(self._tasks(positions)))
+            groups = scheduler.stream.groups()
+            try:
+                while self.step < trainer.steps:
+                    step_started = time.perf_counter()
+                    batch = [self._next_group(background, groups, rollout) for _ in range(trainer.groups_per_step)]
+                    waited = time.perf_counter() - step_started
+                    metrics = self._learn(batch)
+                    background.run(engine.update_weights(self.learner.model.state_dict(), version=self.learner.version))
+                    background.call(scheduler.notify)
+                    self.step = self.learner.version
+                    self._consume(batch, positions)
+                    metrics.update(scheduler.metrics.log_dict())
+                    seconds = time.perf_counter() - step_started
+                    metrics["time/step_seconds"] = seconds
+                    metrics["time/wait_seconds"] = waited
+                    metrics["rollout/trajectories_per_second"] = config.batch_size / seconds
+                    log.log(self.step, metrics)
+                    progress.update(metrics, advance=1)
+                    if self._due(config.eval.every):
+                        self._evaluate(background, engine, log, progress)
+                    if self._due(config.checkpoint.every):
+                        self._checkpoint()
+            finally:
+                background.call(scheduler.stop)
+                background.run(drain(scheduler))
+                rollout.result()
+
+    def _tasks(self, positions: list[int]) -> Iterator[Task]:
+        """Train tasks by position: first those handed out but never trained on, then new ones."""
+        env = self.config.env
+        for position in itertools.chain(self.data.pending(), itertools.count(self.data.next)):
+            positions.append(position)
+            difficulty = env.difficulties[position % len(env.difficulties)]
+            yield TaskSet.generate(env.id, 1, split="train", start=env.seed_start + position,
+                                   difficulties=[difficulty])[0]
+
+    def _next_group(self, background: BackgroundLoop, groups: Any, rollout: Any) -> list[Trajectory]:
+        try:
+            return background.run(anext(groups))
+        except StopAsyncIteration:
+            rollout.result()
+            raise AgentGymError("the rollout ended before training did (every task group failed?)") from None
+
+    def _learn(self, groups: list[list[Trajectory]]) -> dict[str, float]:
+        """Advantages per group, one optimizer step on the groups that carry signal, and the batch's metrics."""
+        algorithm = self.config.algorithm
+        trajectories = [t for group in groups for t in group]
+        rewards = torch.tensor([t.reward for t in trajectories], dtype=torch.float32)
+        group_ids = [i for i, group in enumerate(groups) for _ in group]
+        advantages = compute_advantages(algorithm.advantage, rewards, group_ids)
+        mixed = [len({t.reward for t in group}) > 1 for group in groups]
+        keep = [i for i, g in enumerate(group_ids) if mixed[g] or not algorithm.skip_uniform_groups]
+        metrics = _batch_metrics(trajectories, self.learner.version)
+        metrics["rollout/mixed_group_fraction"] = sum(mixed) / len(groups)
+        if keep:
+            batch = collate([trajectories[i] for i in keep], advantages[keep], self._pad_id()).to(self.device)
+            metrics.update(self.learner.step(batch))
+        else:
+            metrics.update(self.learner.skip())
+        return metrics
+
+    def _pad_id(self) -> int:
+        pad = self.tokenizer.pad_token_id
+        return pad if pad is not None else self.tokenizer.eos_token_id
+
+    def _consume(self, groups: list[list[Trajectory]], positions: list[int]) -> None:
+        consumed = [positions[group[0].info["group"]["index"]] for group in groups]
+        for position in consumed:
+            self.data.consume(position)
+        with (self.run_dir / BATCHES_FILE).open("a") as f:
+            f.write(json.dumps({"step": self.step, "tasks": consumed}) + "\n")
+
+    def _due(self, every: int) -> bool:
+        return self.step == self.config.trainer.steps or (every > 0 and self.step % every == 0)
+
+    def _evaluate(self, background: BackgroundLoop, engine: Any, log: MetricsLog, progress: TrainProgress) -> None:
+        config = self.config
+        if config.eval.episodes == 0:
+            return
+        tasks = TaskSet.generate(config.env.id, config.eval.episodes, split="test",
+                                 difficulties=config.env.difficulties)
+        policy = self._policy(engine, config.eval.temperature)
+        result = background.run(evaluate(config.env.id, policy, tasks, concurrency=config.eval.concurrency,
+                                         seed=config.trainer.seed, timeouts=config.trainer.timeouts,
+                                         env_kwargs=config.env.kwargs))
+        result.save(self.run_dir / "eval" / f"step-{self.step:06d}")
+        summary = result.summary
+        metrics = {"eval/success_rate": summary.success_rate, "eval/reward_mean": summary.mean_reward,
+                   "eval/turns_mean": summary.mean_turns, "eval/infra_errors": summary.infra_errors}
+        log.log(self.step, metrics)
+        progress.update(metrics)
+
+    def _checkpoint(self) -> None:
+        learner = self.learner
+        state = TrainerState(step=self.step, optimizer=learner.optimizer.state_dict(),
+                             scheduler=learner.scheduler.state_dict(), data=self.data, rng=rng_state())
+        with quiet_progress_bars():
+            save_checkpoint(self.run_dir, learner.model, self.tokenizer, state, keep=self.config.checkpoint.keep)
+
+
+def _batch_metrics(trajectories: list[Trajectory], version: int) -> dict[str, float]:
+    n = len(trajectories)
+    lags = [version - min(v for v in t.versions if v >= 0) for t in trajectories if any(v >= 0 for v in t.versions)]
+    return {
+        "rollout/reward_mean": sum(t.reward for t in trajectories) / n,
+        "rollout/success_rate": sum(t.success for t in trajectories) / n,
+        "rollout/turns_mean": sum(t.num_turns for t in trajectories) / n,
+        "rollout/truncated_fraction": sum(t.status == "truncated" for t in trajectories) / n,
+        "rollout/agent_tokens_mean": sum(sum(t.loss_mask) for t in trajectories) / n,
+        "rollout/staleness_max": float(max(lags, default=0)),
+    }
+
+
+def _device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)

@@ -1,0 +1,40 @@
+"""Weight snapshots of the live policy versions, for exact ``pi_old`` logprobs of stale tokens."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from transformers import PreTrainedModel
+
+
+class VersionSnapshots:
+    """Keeps the weights of the last ``keep`` versions before the current one, on the model's device,
+    and a spare model to run them in. Memory: ``keep + 1`` extra copies of the weights."""
+
+    def __init__(self, model: PreTrainedModel, keep: int) -> None:
+        self.keep = keep
+        self._weights: dict[int, dict[str, torch.Tensor]] = {}
+        self._spare = copy.deepcopy(model).eval() if keep > 0 else None
+        self._loaded: int | None = None
+
+    def save(self, version: int, model: PreTrainedModel) -> None:
+        """Remember ``model``'s weights as ``version`` (call before they change) and forget those more than
+        ``keep`` versions older, which no admitted trajectory can still hold."""
+        if self.keep == 0:
+            return
+        self._weights[version] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        for old in [v for v in self._weights if v < version - self.keep]:
+            del self._weights[old]
+
+    def __contains__(self, version: int) -> bool:
+        return version in self._weights
+
+    def model(self, version: int) -> PreTrainedModel:
+        """The spare model holding ``version``'s weights."""
+        if self._spare is None or version not in self._weights:
+            raise KeyError(f"no snapshot of version {version} (kept: {sorted(self._weights)})")
+        if self._loaded != version:
+            self._spare.load_state_dict(self._weights[version])
+            self._loaded = version
+        return self._spare
