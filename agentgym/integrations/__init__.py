@@ -1,0 +1,1 @@
+"""Adapters that let other training libraries (TRL) train on agentgym environments."""
