@@ -61,16 +61,15 @@ class Learner:
         self.snapshots.save(self.version, self.model)
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        total_tokens, total_rows = max(batch.agent_tokens, 1), batch.rows
-        sums: dict[str, float] = {}
+        total_tokens, total_rows = max(batch.agent_tokens, 1), max(_trained_rows(batch), 1)
+        metrics: dict[str, float] = {}
         for micro in batch.micro_batches(self.config.trainer.micro_batch_size):
-            loss, metrics = self._micro_step(micro)
-            share = (micro.agent_tokens / total_tokens if self.config.algorithm.loss.aggregation == "token-mean"
-                     else micro.rows / total_rows)
+            loss, micro_metrics = self._micro_step(micro)
+            token_share = micro.agent_tokens / total_tokens
+            share = (token_share if self.config.algorithm.loss.aggregation == "token-mean"
+                     else _trained_rows(micro) / total_rows)
             (loss * share).backward()
-            for key, value in metrics.items():
-                sums[key] = sums.get(key, 0.0) + value * micro.agent_tokens / total_tokens
-        metrics = dict(sums)
+            _combine(metrics, micro_metrics, token_share=token_share, loss_share=share)
         metrics["train/grad_norm"] = grad_norm(self.model.parameters())
         if self.config.optim.grad_clip is not None:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optim.grad_clip)
@@ -130,6 +129,28 @@ class Learner:
                 version_logprobs, _ = self.logprobs(self.snapshots.model(version), sub)
                 old[rows] = torch.where(tokens[rows], version_logprobs, old[rows])
         return old, missing
+
+
+_LOSS_METRICS = ("train/loss", "train/policy_loss")
+"""Metrics that are the loss itself, combined over micro-batches with the loss's weights; the others are
+means over agent tokens, weighted by the micro-batch's share of them, or extremes (``_min``, ``_max``)."""
+
+
+def _combine(totals: dict[str, float], metrics: dict[str, float], *, token_share: float, loss_share: float) -> None:
+    """Fold one micro-batch's ``metrics`` into the step's ``totals``."""
+    for key, value in metrics.items():
+        if key.endswith(("_min", "_max")):
+            if token_share > 0:  # a micro-batch without agent tokens has no extremes
+                pick = min if key.endswith("_min") else max
+                totals[key] = pick(totals.get(key, value), value)
+        else:
+            weight = loss_share if key in _LOSS_METRICS else token_share
+            totals[key] = totals.get(key, 0.0) + value * weight
+
+
+def _trained_rows(batch: TrainBatch) -> int:
+    """Rows with at least one agent token (the others have no loss)."""
+    return int((batch.loss_mask.sum(-1) > 0).sum().item())
 
 
 def _rows(batch: TrainBatch, rows: torch.Tensor) -> TrainBatch:

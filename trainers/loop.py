@@ -75,9 +75,10 @@ def train(config: TrainConfig, *, console: Console | None = None) -> TrainResult
     if latest_checkpoint(run_dir) is not None or (run_dir / CONFIG_FILE).exists():
         raise AgentGymError(f"{run_dir} already holds a run; continue it with `agentgym train --resume {run_dir}` "
                             "or choose another output_dir")
+    run = _Run(config, None, console or Console())  # a bad env id or model fails here, leaving run_dir free
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / CONFIG_FILE).write_text(dump_config(config))
-    return _Run(config, None, console or Console()).run()
+    return run.run()
 
 
 def resume(run_dir: str | Path, *, console: Console | None = None) -> TrainResult:

@@ -1,0 +1,249 @@
+"""Whole runs of the decoupled trainer on the Vowels env: what a run writes, that it learns, kill and resume,
+and the command line's refusals."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from rich.console import Console
+
+from agentgym.cli import main
+from agentgym.config import load_config
+from agentgym.metrics_log import read_metrics
+from agentgym.trainers import TrainConfig, TrainResult, train
+from agentgym.trainers.checkpoint import DataPosition, latest_checkpoint, load_trainer_state
+from tests.trainers.envs import VOWELS_ID
+
+ROOT = Path(__file__).parents[2]
+STEPS = 8
+
+
+def _config(output_dir: Path, model_dir: Path, **sections: dict[str, Any]) -> dict[str, Any]:
+    """A Vowels run that learns in a few CPU seconds (checked over seeds 0-9: held-out reward rises in each)."""
+    data: dict[str, Any] = {
+        "output_dir": str(output_dir),
+        "model": {"path": str(model_dir)},
+        "env": {"id": VOWELS_ID},
+        "sampling": {"max_tokens": 12},
+        "optim": {"lr": 3e-3},
+        "trainer": {
+            "steps": STEPS,
+            "groups_per_step": 4,
+            "group_size": 4,
+            "concurrency": 16,
+            "async_ratio": 1,
+        },
+        "eval": {"episodes": 32},
+        "checkpoint": {"every": 0},
+    }
+    for name, section in sections.items():
+        data[name] = {**data.get(name, {}), **section}
+    return data
+
+
+def _train(data: dict[str, Any]) -> tuple[TrainConfig, TrainResult]:
+    config = TrainConfig.model_validate(data)
+    return config, train(config, console=Console(file=io.StringIO()))
+
+
+def _train_records(run_dir: Path) -> list[dict[str, Any]]:
+    return [r for r in read_metrics(run_dir) if "rollout/reward_mean" in r]
+
+
+def _eval_records(run_dir: Path) -> list[dict[str, Any]]:
+    return [r for r in read_metrics(run_dir) if "eval/reward_mean" in r]
+
+
+@pytest.fixture(scope="module")
+def vowels_run(tiny_model_dir, tmp_path_factory):
+    return _train(_config(tmp_path_factory.mktemp("train") / "run", tiny_model_dir))
+
+
+def test_a_run_writes_its_record(vowels_run):
+    config, result = vowels_run
+    run_dir = config.run_dir
+    assert result.run_dir == run_dir and result.steps == STEPS
+    assert load_config(TrainConfig, run_dir / "config.yaml") == config
+
+    train_records = _train_records(run_dir)
+    assert [r["step"] for r in train_records] == list(range(1, STEPS + 1))
+    assert all(math.isfinite(r["train/loss"]) for r in train_records)
+    assert [r["step"] for r in _eval_records(run_dir)] == [0, STEPS]
+    assert sorted(p.name for p in (run_dir / "eval").iterdir()) == ["step-000000", f"step-{STEPS:06d}"]
+
+    csv_lines = (run_dir / "metrics.csv").read_text().splitlines()
+    assert "train/loss" in csv_lines[0].split(",") and len(csv_lines) == 1 + len(read_metrics(run_dir))
+    assert list(run_dir.glob("events.out.tfevents.*"))
+    png = (run_dir / "curves.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 1000
+
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["steps"] == STEPS and summary["env"] == VOWELS_ID
+    assert summary["success_before"] == result.success_before is not None
+    assert summary["success_after"] == result.success_after is not None
+    assert [e["step"] for e in summary["evaluations"]] == [0, STEPS]
+    assert all(isinstance(e["reward_mean"], float) for e in summary["evaluations"])
+    report = (run_dir / "report.md").read_text()
+    assert f"# Training report: {VOWELS_ID}" in report and f"{STEPS} steps of 16 trajectories" in report
+    assert latest_checkpoint(run_dir) == run_dir / "checkpoints" / f"step-{STEPS:06d}"
+
+
+def test_the_policy_learns_on_held_out_tasks(vowels_run):
+    config, _ = vowels_run
+    before, after = (r["eval/reward_mean"] for r in _eval_records(config.run_dir))
+    assert after > before + 0.005, (before, after)
+
+
+def test_the_synchronous_baseline_trains_on_fresh_tokens_only(tiny_model_dir, tmp_path):
+    config, result = _train(
+        _config(tmp_path / "run", tiny_model_dir, trainer={"async_ratio": 0}, eval={"episodes": 0})
+    )
+    records = _train_records(config.run_dir)
+    assert result.steps == STEPS and len(records) == STEPS
+    assert all(r["train/stale_token_fraction"] == 0.0 for r in records)
+    assert all(r["train/staleness_mean"] == 0.0 and r["rollout/staleness_max"] == 0.0 for r in records)
+    assert result.success_before is None and not (config.run_dir / "eval").exists()
+
+
+def _latest_step(run_dir: Path) -> int:
+    pointer = run_dir / "checkpoints" / "latest"
+    return int(pointer.read_text().strip().removeprefix("step-")) if pointer.is_file() else 0
+
+
+def _logged_steps(run_dir: Path) -> list[int]:
+    path = run_dir / "batches.jsonl"
+    return [json.loads(line)["step"] for line in path.read_text().splitlines()] if path.is_file() else []
+
+
+@pytest.fixture
+def agentgym_process(tmp_path):
+    """Start ``python -m agentgym ARGS`` with its output in a log file; whatever is left running is killed."""
+    started: list[subprocess.Popen] = []
+
+    def start(*args: str, log: str) -> subprocess.Popen:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        with (tmp_path / log).open("w") as out:
+            started.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "agentgym", *args], env=env, stdout=out, stderr=subprocess.STDOUT
+                )
+            )
+        return started[-1]
+
+    yield start
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_a_killed_run_resumes_from_its_checkpoint(tiny_model_dir, tmp_path, agentgym_process):
+    steps, run_dir, config_file = 12, tmp_path / "run", tmp_path / "train.yaml"
+    config_file.write_text(
+        yaml.safe_dump(
+            _config(
+                run_dir,
+                tiny_model_dir,
+                trainer={"steps": steps},
+                eval={"episodes": 8},
+                checkpoint={"every": 2, "keep": 2},
+            )
+        )
+    )
+    first = agentgym_process("train", str(config_file), log="first.log")
+    deadline = time.monotonic() + 90
+    while (
+        first.poll() is None and time.monotonic() < deadline
+    ):  # kill it once it has logged past a checkpoint
+        if _latest_step(run_dir) >= 3 and max(_logged_steps(run_dir)) > _latest_step(run_dir):
+            break
+        time.sleep(0.05)
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait()
+    killed_at = time.time()
+    assert first.returncode == -signal.SIGKILL, (tmp_path / "first.log").read_text()[-2000:]
+    checkpoint, kept = latest_checkpoint(run_dir), _latest_step(run_dir)
+    assert 3 <= kept < max(_logged_steps(run_dir)) < steps
+    data_at_checkpoint = load_trainer_state(checkpoint).data
+
+    second = agentgym_process("train", "--resume", str(run_dir), log="second.log")
+    assert second.wait(timeout=120) == 0, (tmp_path / "second.log").read_text()[-2000:]
+    assert f"after {steps} steps" in (tmp_path / "second.log").read_text()
+
+    assert json.loads((run_dir / "summary.json").read_text())["steps"] == steps
+    batches = [json.loads(line) for line in (run_dir / "batches.jsonl").read_text().splitlines()]
+    assert [b["step"] for b in batches] == list(range(1, steps + 1))
+    positions = [p for b in batches for p in b["tasks"]]
+    assert all(len(b["tasks"]) == 4 for b in batches) and len(set(positions)) == len(positions)  # none twice
+    replayed = DataPosition()
+    for b in batches[:kept]:
+        for position in b["tasks"]:
+            replayed.consume(position)
+    assert replayed == data_at_checkpoint  # the checkpoint's position is what its steps trained on
+    after = {p for b in batches[kept:] for p in b["tasks"]}
+    assert set(data_at_checkpoint.pending()) <= after  # handed out, never trained before the kill: replayed
+    assert all(p in data_at_checkpoint.pending() or p >= data_at_checkpoint.next for p in after)
+
+    records = _train_records(run_dir)
+    assert [r["step"] for r in records] == list(
+        range(1, steps + 1)
+    )  # what was logged after the checkpoint is gone
+    assert [r["step"] for r in _eval_records(run_dir)] == [0, steps]
+    assert all(r["time"] < killed_at for r in records[:kept])  # the resumed run went on from its checkpoint
+    assert all(r["time"] > killed_at for r in records[kept:])
+
+
+def _agentgym(monkeypatch, capsys, *args: str) -> tuple[int, str]:
+    """Run the ``agentgym`` console script in this process: its exit status and stderr."""
+    monkeypatch.setattr(sys, "argv", ["agentgym", *args])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    return exited.value.code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("override", "key"), [("trainer.stepz=3", "trainer.stepz"), ("optim.lr=-1", "optim.lr")]
+)
+def test_a_bad_override_exits_2_naming_the_key(tiny_model_dir, tmp_path, monkeypatch, capsys, override, key):
+    config_file = tmp_path / "train.yaml"
+    config_file.write_text(yaml.safe_dump(_config(tmp_path / "run", tiny_model_dir)))
+    code, err = _agentgym(monkeypatch, capsys, "train", str(config_file), override)
+    assert code == 2 and key in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_run_dir_holding_a_run_is_not_overwritten(vowels_run, tmp_path, monkeypatch, capsys):
+    config, _ = vowels_run
+    before = {p: p.read_bytes() for p in config.run_dir.rglob("*") if p.is_file()}
+    config_file = tmp_path / "train.yaml"
+    config_file.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+    code, err = _agentgym(monkeypatch, capsys, "train", str(config_file), "optim.lr=1e-2")
+    assert code == 1 and "already holds a run" in err and "--resume" in err
+    assert {p: p.read_bytes() for p in config.run_dir.rglob("*") if p.is_file()} == before
+
+
+def test_resume_needs_a_run(tmp_path, monkeypatch, capsys):
+    code, err = _agentgym(monkeypatch, capsys, "train", "--resume", str(tmp_path))
+    assert code == 1 and f"{tmp_path} holds no run" in err
+    code, err = _agentgym(monkeypatch, capsys, "train", "--resume", str(tmp_path / "missing"))
+    assert code == 2 and "missing" in err
+
+
+def test_a_bad_env_id_fails_before_any_episode(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    run_dir = tmp_path / "run"
+    config_file = tmp_path / "train.yaml"
+    config_file.write_text(yaml.safe_dump(_config(run_dir, tiny_model_dir, env={"id": "test/Vowelz-v0"})))
+    code, err = _agentgym(monkeypatch, capsys, "train", str(config_file))
+    assert code == 1 and "test/Vowelz-v0" in err
+    assert not run_dir.exists()  # nothing started, and the output dir stays free for the corrected config
