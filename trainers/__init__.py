@@ -16,7 +16,7 @@ _EXPORTS = {
     "resume": "agentgym.trainers.loop",
     "train": "agentgym.trainers.loop",
 }
-__all__ = sorted(_EXPORTS)
+__all__ = ["TrainConfig", "TrainResult", "resume", "train"]
 
 
 def __getattr__(name: str) -> Any:

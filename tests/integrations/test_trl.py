@@ -15,7 +15,7 @@ from transformers import AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer
 
 import agentgym
-from agentgym import Env, Message, ToolCall, tool
+from agentgym import Env, Message, tool
 from agentgym.integrations.trl import EnvReward, EnvRollout, env_dataset, episode_reward
 from agentgym.registration import make
 from tests.whole_text import WholeText
