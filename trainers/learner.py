@@ -47,14 +47,18 @@ class Learner:
 
     def logprobs(self, model: PreTrainedModel, batch: TrainBatch, *, entropy: bool = False
                  ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``[B, T-1]`` logprobs of each next token under ``model`` and the sampling distribution
-        (temperature, top-p), and the entropy of the model's next-token distribution when asked."""
+        """``[B, T-1]`` logprobs of each agent token under ``model`` and the sampling distribution
+        (temperature, top-p), and the entropy of the model's next-token distribution there when asked;
+        0 at every other position, which no loss or metric reads."""
         sampling = self.config.sampling
-        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False).logits
-        logits = logits[:, :-1].float()
-        targets = batch.input_ids[:, 1:]
-        logprobs = token_logprobs(logits, targets, sampling.temperature or 1.0, sampling.top_p)
-        return logprobs, (entropy_from_logits(logits) if entropy else None)
+        agent = batch.loss_mask.bool()
+        logits = _agent_logits(model, batch, agent)
+        targets = batch.input_ids[:, 1:][agent]
+        values = token_logprobs(logits, targets, sampling.temperature or 1.0, sampling.top_p)
+        logprobs = torch.zeros(agent.shape, dtype=values.dtype, device=values.device).masked_scatter(agent, values)
+        if not entropy:
+            return logprobs, None
+        return logprobs, torch.zeros_like(logprobs).masked_scatter(agent, entropy_from_logits(logits))
 
     def step(self, batch: TrainBatch) -> dict[str, float]:
         """Accumulate the loss's gradient over micro-batches, clip, step; return ``train/`` metrics."""
@@ -129,6 +133,25 @@ class Learner:
                 version_logprobs, _ = self.logprobs(self.snapshots.model(version), sub)
                 old[rows] = torch.where(tokens[rows], version_logprobs, old[rows])
         return old, missing
+
+
+_LOGIT_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "logits_scaling")
+"""Config fields of architectures that transform the output layer's logits (Gemma 2, Cohere, Granite)."""
+
+
+def _agent_logits(model: PreTrainedModel, batch: TrainBatch, agent: torch.Tensor) -> torch.Tensor:
+    """``[N, V]`` float logits predicting the ``N`` agent tokens. Only their positions go through the output
+    layer: prompts and observations are most of a multi-turn sequence, and for a small model the output
+    layer and the softmax over the vocabulary are most of the work."""
+    mask = batch.attention_mask
+    right_padded = bool((mask[:, 1:] <= mask[:, :-1]).all())  # pads only after each row's tokens
+    # under causal attention no real token sees a pad that follows it: the mask changes nothing, and
+    # without it attention takes its fused causal path
+    inputs = {"input_ids": batch.input_ids, "attention_mask": None if right_padded else mask, "use_cache": False}
+    if any(getattr(model.config, name, None) for name in _LOGIT_TRANSFORMS):
+        return model(**inputs).logits[:, :-1][agent].float()
+    hidden = model.base_model(**inputs).last_hidden_state[:, :-1]
+    return model.get_output_embeddings()(hidden[agent]).float()
 
 
 _LOSS_METRICS = ("train/loss", "train/policy_loss")

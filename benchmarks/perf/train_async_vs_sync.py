@@ -57,7 +57,8 @@ def main() -> None:
         arms = {}
         for ratio in (0, 2):
             overrides = [f"model.path={model}", f"output_dir={work / f'async-{ratio}'}", f"env.id={ENV_ID}",
-                         f"env.kwargs={{median: {args.median}, tail: {args.tail}}}", f"trainer.steps={steps}",
+                         f"env.kwargs.median={args.median}",
+                         f"env.kwargs.tail={args.tail}", f"trainer.steps={steps}",
                          f"trainer.async_ratio={ratio}", f"eval.episodes={episodes}", "checkpoint.every=0", *args.set]
             arms[ratio] = _arm(load_config(TrainConfig, CONFIGS / "quickstart.yaml", overrides))
             print(f"async_ratio={ratio}: {arms[ratio]}", file=sys.stderr)

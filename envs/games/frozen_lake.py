@@ -27,20 +27,24 @@ class FrozenLakeEnv(Env):
 
     Difficulty sets the size (easy 4x4, medium 6x6, hard 8x8). With ``slippery=True`` a move goes the
     intended way with probability 1/3 and to either side with 1/3 each, as in Gymnasium's FrozenLake.
-    Reward 1 at the goal; a hole ends the episode with 0.
+    Reward 1 at the goal; a hole ends the episode with 0. With ``describe=True`` every view of the lake
+    ends with a line giving the goal's offset and what lies on each side, which a small model reads far
+    more easily than the grid.
     """
 
     difficulties = ("easy", "medium", "hard")
     execution = "inline"
     max_tool_calls = 1
 
-    def __init__(self, *, slippery: bool = False, hole_fraction: float = 0.2, **kwargs: Any) -> None:
+    def __init__(self, *, slippery: bool = False, hole_fraction: float = 0.2, describe: bool = False,
+                 **kwargs: Any) -> None:
         """``hole_fraction`` is the share of squares that are holes, before a safe path is ensured."""
         super().__init__(**kwargs)
         if not 0.0 <= hole_fraction < 0.6:
             raise ValueError(f"hole_fraction must be in [0, 0.6), got {hole_fraction}")
         self.slippery = slippery
         self.hole_fraction = hole_fraction
+        self.describe = describe
         self.size = SIZES["easy"]
         self.holes: frozenset[tuple[int, int]] = frozenset()
         self.start = self.goal = self.position = (0, 0)
@@ -87,14 +91,26 @@ class FrozenLakeEnv(Env):
         return self.format_call("move", direction=self._best_move())
 
     def render_text(self) -> str:
-        rows = []
-        for r in range(self.size):
-            row = ""
-            for c in range(self.size):
-                cell = (r, c)
-                row += "P" if cell == self.position else "G" if cell == self.goal else "H" if cell in self.holes else "."
-            rows.append(row)
-        return "\n".join(rows)
+        """One line per row, cells separated by spaces so that every cell is its own token."""
+        grid = "\n".join(" ".join(self._cell((r, c)) for c in range(self.size)) for r in range(self.size))
+        return f"{grid}\n{self._description()}" if self.describe else grid
+
+    def _description(self) -> str:
+        """Where the goal lies from here and what each move would step onto, e.g.
+        ``Goal: 2 down, 1 left. Left: ice. Down: hole. Right: edge. Up: ice.``"""
+        rows, cols = self.goal[0] - self.position[0], self.goal[1] - self.position[1]
+        offset = [f"{abs(n)} {word}" for n, word in ((rows, "down" if rows > 0 else "up"),
+                                                      (cols, "right" if cols > 0 else "left")) if n]
+        sides = []
+        for direction in MOVES:
+            target = self._target(self.position, direction)
+            kind = "edge" if target == self.position else {"P": "ice", ".": "ice", "H": "hole", "G": "goal"}[
+                self._cell(target)]
+            sides.append(f"{direction.capitalize()}: {kind}.")
+        return f"Goal: {', '.join(offset) or 'here'}. {' '.join(sides)}"
+
+    def _cell(self, cell: tuple[int, int]) -> str:
+        return "P" if cell == self.position else "G" if cell == self.goal else "H" if cell in self.holes else "."
 
     def _generate(self, max_path: int) -> None:
         """Draw holes, start and goal until the shortest safe path is 2..``max_path`` moves long."""

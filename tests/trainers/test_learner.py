@@ -55,6 +55,33 @@ def _agent_logprob_sums(learner: Learner, batch: TrainBatch) -> torch.Tensor:
     return (logprobs * batch.loss_mask).sum(-1)
 
 
+@pytest.mark.parametrize("padding", ["right", "left"])
+def test_logprobs_at_agent_tokens_match_a_full_forward(tiny_model_dir, padding):
+    """Only agent positions go through the output layer, and right-padded rows drop the attention mask;
+    both give the plain masked forward pass's logprobs (sampling temperature) and entropies (the model's)."""
+    learner = _learner(tiny_model_dir, sampling={"temperature": 0.7})
+    trajectories = [_trajectory([300, 301, 302]), _trajectory([400, 401], prompt=PROMPT[:3]),
+                    _trajectory([500, 501], agent=False)]
+    batch = collate(trajectories, torch.zeros(3), pad_id=0)
+    if padding == "left":
+        pads = (batch.attention_mask == 0).sum(-1).tolist()
+
+        def left(t: torch.Tensor) -> torch.Tensor:
+            return torch.stack([row.roll(k, -1) for row, k in zip(t, pads)])
+
+        batch = replace(batch, input_ids=left(batch.input_ids), attention_mask=left(batch.attention_mask),
+                        loss_mask=left(batch.loss_mask))
+    with torch.no_grad():
+        logprobs, entropy = learner.logprobs(learner.model, batch, entropy=True)
+        logits = learner.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1]
+    sampled, model = torch.log_softmax(logits / 0.7, -1), torch.log_softmax(logits, -1)
+    agent = batch.loss_mask.bool()
+    expected = sampled.gather(-1, batch.input_ids[:, 1:, None])[..., 0]
+    torch.testing.assert_close(logprobs[agent], expected[agent], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(entropy[agent], -(model.exp() * model).sum(-1)[agent], rtol=1e-5, atol=1e-5)
+    assert agent.sum() == 5 and not logprobs[~agent].any()
+
+
 def test_a_step_moves_the_policy_towards_the_positive_advantage(tiny_model_dir):
     learner = _learner(tiny_model_dir, optim={"lr": 1e-3}, trainer={"micro_batch_size": 1})
     good, bad = _trajectory([300, 301, 302, 303]), _trajectory([400, 401, 402, 403, 404])

@@ -55,12 +55,13 @@ def test_sft_lowers_the_loss_and_writes_the_run(sft_run):
 
 
 def test_trained_model_prefers_the_oracle_on_held_out_tasks(sft_run, tiny_model_dir):
-    _, result = sft_run
+    config, result = sft_run
     tokenizer = AutoTokenizer.from_pretrained(result.model_dir)
     held_out = demonstration_rows(
-        "games/FrozenLake-v0",
+        config.data.env,
         tokenizer,
-        TaskSet.generate("games/FrozenLake-v0", 8, split="test", difficulties=["easy"]),
+        TaskSet.generate(config.data.env, 8, split="test", difficulties=["easy"]),
+        env_kwargs=config.data.env_kwargs,
     )
     before = _mean_agent_logprob(AutoModelForCausalLM.from_pretrained(tiny_model_dir), held_out)
     after = _mean_agent_logprob(AutoModelForCausalLM.from_pretrained(result.model_dir), held_out)
