@@ -40,13 +40,14 @@ err = Console(stderr=True, highlight=False)
 _LAZY_COMMANDS = {
     "train": ("agentgym.trainers.cli", "train_command"),
     "sft": ("agentgym.trainers.sft_cli", "sft_command"),
+    "sandbox": ("agentgym.sandboxes.cli", "sandbox_group"),
 }
-"""Commands of the ``trainers`` package, imported only when run (they pull in torch and TRL)."""
+"""Commands of the packages beside the core, imported only when run (the trainers pull in torch and TRL)."""
 
 
 class _Cli(click.Group):
-    """A group whose usage errors are one line on stderr with exit status 2, with the trainers' commands
-    loaded lazily."""
+    """A group whose usage errors are one line on stderr with exit status 2, with the commands of
+    :data:`_LAZY_COMMANDS` loaded when run."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *_LAZY_COMMANDS])

@@ -226,6 +226,11 @@ class Env(gymnasium.Env[list[Message], str]):
             self._pinned.shutdown(wait=True)
             self._pinned = None
 
+    async def aclose(self) -> None:
+        """Asynchronous :meth:`close`, which the rollout awaits: an environment holding asynchronous
+        resources (a sandbox, a browser) releases them here. By default it runs :meth:`close`."""
+        self.close()
+
     # -- plumbing ---------------------------------------------------------------------------------
 
     async def _run_action(self, action: str) -> _Outcome:

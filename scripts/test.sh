@@ -3,5 +3,6 @@
 # Extra arguments go to pytest (e.g. `-m slow`).
 set -euo pipefail
 bin="$(bash "$(dirname "$0")/setup.sh" dev)"
+bash "$(dirname "$0")/system-deps.sh"
 cd "$(dirname "$0")/.."
 "$bin/python" -m pytest -p no:cacheprovider "$@"

@@ -1,8 +1,9 @@
 """The tokenizer's training text: episodes of the bundled environments rendered with the chat template.
 
-Every environment registered from ``agentgym.envs`` is played at every difficulty with the oracle and
-the random policy, writing tool calls in both the ``hermes`` and the ``pythonic`` format, so the
-corpus holds the tool schemas, the role markers, the calls and the observations an agent will see.
+Every environment registered from ``agentgym.envs``, but those that need a sandbox, is played at every
+difficulty with the oracle and the random policy, writing tool calls in both the ``hermes`` and the
+``pythonic`` format, so the corpus holds the tool schemas, the role markers, the calls and the
+observations an agent will see.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ def render(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = 
 
 
 def bundled_env_ids() -> list[str]:
-    """The ids of the environments that ship with agentgym (entry point inside ``agentgym.envs``)."""
-    return [s.id for s in list_envs() if s.entry_point.startswith("agentgym.envs.")]
+    """The ids of the environments that ship with agentgym (entry point inside ``agentgym.envs``), except
+    those tagged ``sandbox``: building a tokenizer must not start containers."""
+    return [s.id for s in list_envs() if s.entry_point.startswith("agentgym.envs.") and "sandbox" not in s.tags]
 
 
 def corpus(episodes: int = 4, *, seed: int = 0) -> Iterator[str]:

@@ -23,14 +23,14 @@ class EnvPool:
         self.created += 1
         return make(self.env_id, **self.env_kwargs)
 
-    def release(self, env: Env, *, healthy: bool) -> None:
+    async def release(self, env: Env, *, healthy: bool) -> None:
         """Take an instance back; one that failed (or one too many) is closed, never reused."""
         if healthy and len(self._idle) < self.max_idle:
             self._idle.append(env)
         else:
-            env.close()
+            await env.aclose()
 
-    def close(self) -> None:
+    async def close(self) -> None:
         """Close every idle instance; safe to call twice."""
         while self._idle:
-            self._idle.pop().close()
+            await self._idle.pop().aclose()

@@ -134,7 +134,7 @@ class RolloutScheduler:
                     if self._stopping:
                         break
         finally:
-            self._pool.close()
+            await self._pool.close()
             await self.stream.close()
 
     # -- admission ------------------------------------------------------------------------------
@@ -199,7 +199,7 @@ class RolloutScheduler:
             healthy = trajectory.status != "error"
             return trajectory
         finally:
-            self._pool.release(env, healthy=healthy)
+            await self._pool.release(env, healthy=healthy)
 
     async def _settle(self, group: _Group, trajectory: Trajectory) -> Outcome:
         """Count a finished episode and decide its fate."""

@@ -1,0 +1,82 @@
+"""The base of environments whose episodes run in sandboxes: a fresh one per episode, from a shared pool."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from agentgym.core import Env
+from agentgym.sandboxes import backend_module
+from agentgym.sandboxes.base import Sandbox, SandboxSpec
+from agentgym.sandboxes.errors import SandboxError, SandboxUnavailable
+from agentgym.sandboxes.pool import SandboxPool, release_pool, retain_pool
+
+AUTO_ORDER = ("docker", "local")
+"""Backends ``backend="auto"`` tries, in order: the first whose prerequisites are here is used."""
+
+
+class SandboxEnv(Env):
+    """An environment with a sandbox per episode. :meth:`start_sandbox` (called from ``setup``) gives back the
+    last episode's sandbox and takes a fresh one; tools use :attr:`sandbox`. ``backend`` is ``docker``,
+    ``local`` or ``auto``; ``pool_size`` sandboxes are kept warm per event loop."""
+
+    sandbox_spec: ClassVar[SandboxSpec] = SandboxSpec()
+    """The image and limits this environment's sandboxes have."""
+
+    def __init__(self, *, backend: str = "auto", pool_size: int = 2, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.backend = choose_backend(backend, self.sandbox_spec)
+        self.pool_size = pool_size
+        self._pool: SandboxPool | None = None
+        self._sandbox: Sandbox | None = None
+
+    @property
+    def sandbox(self) -> Sandbox:
+        """The current episode's sandbox."""
+        if self._sandbox is None:
+            raise SandboxError("no sandbox: the episode has not started")
+        return self._sandbox
+
+    async def start_sandbox(self) -> Sandbox:
+        """Give back the previous episode's sandbox (it is closed) and take a fresh one for this episode."""
+        if self._pool is None:
+            self._pool = retain_pool(self.backend, self.sandbox_spec, self.pool_size)
+        await self._give_back()
+        self._sandbox = await self._pool.acquire()
+        return self._sandbox
+
+    async def aclose(self) -> None:
+        await self._let_go()
+        super().close()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._run_sync(self._let_go())
+        super().close()
+
+    async def _let_go(self) -> None:
+        """Give back the sandbox and the pool (the last environment holding a pool closes it)."""
+        await self._give_back()
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await release_pool(pool)
+
+    async def _give_back(self) -> None:
+        sandbox, self._sandbox = self._sandbox, None
+        if sandbox is not None and self._pool is not None:
+            await self._pool.release(sandbox)
+
+
+def choose_backend(name: str, spec: SandboxSpec) -> str:
+    """``name`` itself, or for ``auto`` the first of :data:`AUTO_ORDER` whose prerequisites (and, for docker,
+    the spec's image) are here; raises :class:`SandboxUnavailable` listing why each was passed over."""
+    if name != "auto":
+        backend_module(name)
+        return name
+    reasons = []
+    for candidate in AUTO_ORDER:
+        try:
+            backend_module(candidate).check(spec)
+            return candidate
+        except SandboxUnavailable as exc:
+            reasons.append(f"{candidate}: {exc}")
+    raise SandboxUnavailable("no sandbox backend is usable here; " + "; ".join(reasons))

@@ -1,0 +1,424 @@
+"""The ``local`` backend: sandboxes made of Linux namespaces with bubblewrap, no container engine.
+
+A sandbox is a private host work dir and ``/tmp`` plus limits. Every command is one ``bwrap`` process in
+fresh user, pid, ipc, uts, cgroup and network namespaces that sees a read-only ``/usr``, a handful of ``/etc``
+files, its own ``/proc`` and ``/dev``, ``/tmp`` and the work dir, as uid 1000 with no capabilities. The
+command's pid namespace ends with it, so nothing it started outlives it. On the host each sandbox runs under
+a uid of its own (``HOST_UID_BASE`` + its id), never root: root mapped into a user namespace could still
+write ``/proc/sys``. Memory and processes are limited by an ``agentgym-<id>`` cgroup (v1 or v2), or by
+rlimits where no cgroup is writable. Not enforced here: CPU share (``spec.cpus``) and disk use of the work
+dir and ``/tmp``; ``spec.image`` is ignored (the host's ``/usr`` is the image). Needs root and bubblewrap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import resource
+import secrets
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agentgym.sandboxes.base import (
+    HOST_SLACK,
+    KILL_GRACE,
+    TIMEOUT_EXIT,
+    MiB,
+    RawResult,
+    Sandbox,
+    SandboxSpec,
+    owner,
+    owner_alive,
+    timed_argv,
+)
+from agentgym.sandboxes.errors import (
+    SandboxClosed,
+    SandboxDied,
+    SandboxError,
+    SandboxStartError,
+    SandboxUnavailable,
+)
+
+STATE_DIR = Path(tempfile.gettempdir()) / "agentgym-sandboxes"
+"""Holds one ``<id>`` directory per sandbox: ``owner``, ``work`` (the work dir), ``tmp`` (its ``/tmp``) and
+``etc`` (made-up files)."""
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+HOST_UID_BASE = 1_800_000_000
+"""Sandbox ``<id>`` (6 hex digits) runs on the host as uid and gid ``HOST_UID_BASE + int(id, 16)``."""
+SANDBOX_UID = 1000
+INSTALL = "apt-get install -y bubblewrap"
+PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+
+_HOST_ETC = ("ld.so.cache", "alternatives")
+_NETWORK_ETC = ("resolv.conf", "ssl/certs", "ssl/openssl.cnf")
+_STOP_WAIT = 10.0
+_KILLED = 128 + signal.SIGKILL
+_warned_no_cgroup = False
+
+
+def _made_up_etc(workdir: str) -> dict[str, str]:
+    return {
+        "passwd": f"root:x:0:0:root:/root:/usr/sbin/nologin\nagent:x:{SANDBOX_UID}:{SANDBOX_UID}:agent:{workdir}:"
+                  "/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+        "group": f"root:x:0:\nagent:x:{SANDBOX_UID}:\nnogroup:x:65534:\n",
+        "hosts": "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n",
+        "nsswitch.conf": "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n",
+    }
+
+
+class LocalSandbox(Sandbox):
+    """A bubblewrap sandbox: a host work dir, a host uid and cgroups of its own (see the module)."""
+
+    backend = "local"
+
+    def __init__(self, spec: SandboxSpec, sandbox_id: str, cgroups: Sequence[Path]) -> None:
+        super().__init__(spec, sandbox_id)
+        self._state = STATE_DIR / sandbox_id
+        self._enter = functools.partial(
+            _enter, tuple(str(group / "cgroup.procs") for group in cgroups),
+            None if cgroups else (spec.memory_mb * MiB, spec.pids), _host_uid(sandbox_id))
+        self._bwrap = _bwrap_argv(spec, self._state)
+
+    async def expose(self, port: int) -> str:
+        """``127.0.0.1:port``: a sandbox with ``network=True`` shares the host's network."""
+        if not 0 < port < 65536:
+            raise ValueError(f"not a port: {port}")
+        if not self.spec.network:
+            raise SandboxError(f"sandbox {self.id} has no network; create it with network=True to expose ports")
+        return f"127.0.0.1:{port}"
+
+    async def _exec(self, argv: list[str], *, timeout: float, stdin: bytes | None, env: dict[str, str],
+                    cwd: str, limit: int) -> RawResult:
+        if not (self._state / "work").is_dir():
+            raise SandboxDied(f"the work dir of sandbox {self.id} is gone (reaped?)")
+        environment = {"PATH": PATH, "HOME": self.spec.workdir, "LANG": "C.UTF-8", **env}
+        command = [*self._bwrap, "--chdir", cwd, "--clearenv",
+                   *(arg for item in environment.items() for arg in ("--setenv", *item)),
+                   "--", *timed_argv(argv, timeout)]
+        started = time.monotonic()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *command, stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=self._enter, start_new_session=True)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise SandboxDied(f"could not start a command in sandbox {self.id}: {exc}") from exc
+        io = asyncio.gather(_capture(proc.stdout, limit), _capture(proc.stderr, limit), _feed(proc.stdin, stdin),
+                            proc.wait())
+        host_deadline = False
+        try:
+            async with asyncio.timeout(timeout + KILL_GRACE + HOST_SLACK):
+                (out, out_cut), (err, err_cut), _, code = await asyncio.shield(io)
+        except TimeoutError:
+            host_deadline = True
+            (out, out_cut), (err, err_cut), _, code = await self._stop(proc, io)
+        except BaseException:
+            with contextlib.suppress(BaseException):
+                await self._stop(proc, io)
+            raise
+        if self.closed:
+            raise SandboxClosed(f"sandbox {self.id} was closed while a command ran")
+        exit_code, elapsed = 128 - code if code < 0 else code, time.monotonic() - started
+        timed_out = host_deadline or (elapsed >= timeout and (
+            exit_code == TIMEOUT_EXIT or (exit_code == _KILLED and elapsed >= timeout + KILL_GRACE)))
+        return RawResult(exit_code, out, err, timed_out, out_cut or err_cut)
+
+    async def _stop(self, proc: asyncio.subprocess.Process, io: asyncio.Future[list[Any]]) -> list[Any]:
+        """Kill the outer ``bwrap`` (its namespace dies with it) and collect what the command wrote."""
+        if proc.returncode is None:
+            proc.kill()
+        try:
+            return await asyncio.wait_for(io, _STOP_WAIT)
+        except TimeoutError:
+            raise SandboxDied(f"a killed command of sandbox {self.id} did not stop") from None
+
+    async def _close(self) -> None:
+        await asyncio.to_thread(_destroy, self.id)
+
+
+async def create(spec: SandboxSpec) -> LocalSandbox:
+    """A new local sandbox for ``spec``. Raises :class:`SandboxUnavailable` without bubblewrap or root."""
+    await asyncio.to_thread(check)
+    return await asyncio.to_thread(_make, spec)
+
+
+def live() -> list[str]:
+    """The ids of the local sandboxes on this host, whoever created them."""
+    if not STATE_DIR.is_dir():
+        return []
+    return sorted(entry.name for entry in STATE_DIR.iterdir() if entry.is_dir() and not entry.name.startswith("."))
+
+
+def reap(*, everything: bool = False) -> int:
+    """Remove the local sandboxes whose creating process is gone (all of them with ``everything``): kill
+    their processes, delete their cgroups and directories. Returns how many were removed."""
+    removed = 0
+    for sandbox_id in live():
+        owner_file = STATE_DIR / sandbox_id / "owner"
+        try:
+            orphan = everything or not owner_alive(owner_file.read_text())
+        except FileNotFoundError:
+            orphan = everything  # still being created, or already being removed
+        if orphan:
+            _destroy(sandbox_id)
+            removed += 1
+    return removed
+
+
+def check(spec: SandboxSpec | None = None) -> None:
+    """Raise :class:`SandboxUnavailable` (naming the install step) unless sandboxes can be made here; every
+    ``spec`` can (this backend runs the host's own programs, whatever image is named)."""
+    _probe()
+
+
+@functools.cache
+def _probe() -> None:
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        raise SandboxUnavailable(f"bubblewrap is not installed: {INSTALL}")
+    if os.geteuid() != 0:
+        raise SandboxUnavailable("the local sandbox backend needs root (each sandbox gets a host uid and cgroups"
+                                 " of its own); run as root or use the docker backend")
+    if not Path("/usr/bin/python3").exists():
+        raise SandboxUnavailable("the local sandbox backend needs /usr/bin/python3: apt-get install -y python3")
+    probe = subprocess.run(
+        [bwrap, "--unshare-all", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), *_root_args(),
+         "--", "/usr/bin/true"],
+        check=False, capture_output=True, text=True, timeout=30,
+        preexec_fn=functools.partial(_enter, (), None, HOST_UID_BASE))
+    if probe.returncode != 0:
+        raise SandboxUnavailable(f"bubblewrap cannot create namespaces here ({probe.stderr.strip()}); {INSTALL} and"
+                                 " allow unprivileged user namespaces (sysctl user.max_user_namespaces)")
+
+
+def _host_uid(sandbox_id: str) -> int:
+    return HOST_UID_BASE + int(sandbox_id, 16)
+
+
+def _root_args() -> list[str]:
+    """``/usr`` read-only and the top-level links into it (or the directories, on a host without merged /usr)."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "lib", "lib64", "sbin"):
+        path = Path("/", name)
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            args += ["--ro-bind", str(path), str(path)]
+    return args
+
+
+def _bwrap_argv(spec: SandboxSpec, state: Path) -> list[str]:
+    """Everything of a sandbox's ``bwrap`` command line before ``--chdir``."""
+    args = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--unshare-user", "--die-with-parent",
+            "--new-session", "--cap-drop", "ALL", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+            "--hostname", "agentgym", *_root_args()]
+    if spec.network:
+        args.append("--share-net")
+    for name in (*_HOST_ETC, *(_NETWORK_ETC if spec.network else ())):
+        args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    for name in _made_up_etc(spec.workdir):
+        args += ["--ro-bind", str(state / "etc" / name), f"/etc/{name}"]
+    return [*args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+            "--bind", str(state / "tmp"), "/tmp",
+            "--bind", str(state / "work"), spec.workdir, "--remount-ro", "/"]
+
+
+def _enter(procs: tuple[str, ...], rlimits: tuple[int, int] | None, uid: int) -> None:
+    """Run in the forked child before it becomes ``bwrap``: join the cgroups (or take rlimits), drop root."""
+    pid = str(os.getpid()).encode()
+    for path in procs:
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.write(fd, pid)
+        finally:
+            os.close(fd)
+    if rlimits is not None:
+        memory, pids = rlimits
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        resource.setrlimit(resource.RLIMIT_NPROC, (pids, pids))
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+
+
+def _make(spec: SandboxSpec) -> LocalSandbox:
+    """Claim an id, write the state dir, create the cgroups."""
+    for _ in range(100):
+        sandbox_id = secrets.token_hex(3)
+        STATE_DIR.mkdir(mode=0o711, exist_ok=True)
+        if STATE_DIR.is_symlink() or STATE_DIR.stat().st_uid != os.geteuid():
+            raise SandboxStartError(f"{STATE_DIR} is not a directory of this user")
+        try:
+            (STATE_DIR / sandbox_id).mkdir(mode=0o711)
+            break
+        except (FileExistsError, FileNotFoundError):  # taken, or the last sandbox just removed STATE_DIR
+            continue
+    else:
+        raise SandboxStartError(f"no free sandbox id in {STATE_DIR}")
+    state = STATE_DIR / sandbox_id
+    try:
+        _write(state / "owner", owner())
+        (state / "etc").mkdir(mode=0o755)
+        for name, text in _made_up_etc(spec.workdir).items():
+            _write(state / "etc" / name, text)
+        for private in ("work", "tmp"):
+            (state / private).mkdir(mode=0o700)
+            os.chown(state / private, _host_uid(sandbox_id), _host_uid(sandbox_id))
+        return LocalSandbox(spec, sandbox_id, _make_cgroups(sandbox_id, spec))
+    except BaseException as exc:
+        _destroy(sandbox_id)
+        if isinstance(exc, OSError):
+            raise SandboxStartError(f"could not create sandbox {sandbox_id}: {exc}") from exc
+        raise
+
+
+def _write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (a reader never sees part of it), readable by everyone."""
+    temporary = path.with_name(f".{path.name}.new")
+    temporary.write_text(text)
+    temporary.chmod(0o644)
+    temporary.rename(path)
+
+
+def _make_cgroups(sandbox_id: str, spec: SandboxSpec) -> list[Path]:
+    """The sandbox's limits as cgroups (v2, else v1); ``[]`` with a warning where none can be written."""
+    global _warned_no_cgroup
+    memory, pids = str(spec.memory_mb * MiB), str(spec.pids)
+    name, v2 = f"agentgym-{sandbox_id}", (CGROUP_ROOT / "cgroup.controllers").exists()
+    if v2:
+        layout = {CGROUP_ROOT / name: {"memory.max": memory, "memory.swap.max": "0", "pids.max": pids}}
+    else:
+        layout = {CGROUP_ROOT / "memory" / name: {"memory.limit_in_bytes": memory,
+                                                  "memory.memsw.limit_in_bytes": memory},
+                  CGROUP_ROOT / "pids" / name: {"pids.max": pids}}
+    try:
+        if v2:
+            (CGROUP_ROOT / "cgroup.subtree_control").write_text("+memory +pids")
+        for group, limits in layout.items():
+            group.mkdir()
+            for key, value in limits.items():
+                if key in ("memory.swap.max", "memory.memsw.limit_in_bytes") and not (group / key).exists():
+                    continue  # no swap accounting on this kernel
+                (group / key).write_text(value)
+        return list(layout)
+    except OSError as exc:
+        _remove_cgroups(sandbox_id)
+        if not _warned_no_cgroup:
+            _warned_no_cgroup = True
+            warnings.warn(f"no writable cgroup ({exc}): local sandboxes limit memory per process (RLIMIT_AS) and"
+                          " processes per sandbox (RLIMIT_NPROC of its host uid) instead", RuntimeWarning,
+                          stacklevel=2)
+        return []
+
+
+def _cgroups(sandbox_id: str) -> list[Path]:
+    name = f"agentgym-{sandbox_id}"
+    return [group for group in (CGROUP_ROOT / "memory" / name, CGROUP_ROOT / "pids" / name, CGROUP_ROOT / name)
+            if group.is_dir()]
+
+
+def _destroy(sandbox_id: str) -> None:
+    """Kill every process of the sandbox, then delete its cgroups, its state dir and an empty STATE_DIR."""
+    try:
+        _kill_all(sandbox_id)
+        _remove_cgroups(sandbox_id)
+        shutil.rmtree(STATE_DIR / sandbox_id, onerror=_unless_gone)
+    except OSError as exc:
+        raise SandboxError(f"could not remove sandbox {sandbox_id}: {exc}") from exc
+    with contextlib.suppress(OSError):
+        STATE_DIR.rmdir()
+
+
+def _unless_gone(function: object, path: str, exc_info: tuple) -> None:
+    if not isinstance(exc_info[1], FileNotFoundError):
+        raise exc_info[1]
+
+
+def _kill_all(sandbox_id: str) -> None:
+    """SIGKILL the sandbox's processes until none is left (one that forks meanwhile is caught next round)."""
+    uid, deadline = _host_uid(sandbox_id), time.monotonic() + _STOP_WAIT
+    while pids := _members(sandbox_id, uid):
+        if time.monotonic() > deadline:
+            raise SandboxError(f"processes {sorted(pids)} of sandbox {sandbox_id} do not die")
+        for pid in pids:
+            _kill(pid, uid)
+        time.sleep(0.01)
+
+
+def _members(sandbox_id: str, uid: int) -> set[int]:
+    """The sandbox's live processes: its cgroups' members, or the host's processes running as its uid."""
+    if groups := _cgroups(sandbox_id):
+        pids: set[int] = set()
+        for group in groups:
+            with contextlib.suppress(FileNotFoundError):  # removed meanwhile by another close or reap
+                pids.update(map(int, (group / "cgroup.procs").read_text().split()))
+        return pids
+    return {int(entry) for entry in os.listdir("/proc") if entry.isdigit() and _uid(int(entry)) == uid}
+
+
+def _uid(pid: int) -> int | None:
+    """The real uid of a live (not zombie) process, ``None`` when it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    return None if fields["State"].split()[0] == "Z" else int(fields["Uid"].split()[0])
+
+
+def _kill(pid: int, uid: int) -> None:
+    """SIGKILL ``pid`` if it is still the sandbox's (a pidfd pins it, the uid proves it is no reused pid)."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        if _uid(pid) == uid:
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    finally:
+        os.close(pidfd)
+
+
+def _remove_cgroups(sandbox_id: str) -> None:
+    for group in _cgroups(sandbox_id):
+        deadline = time.monotonic() + _STOP_WAIT
+        while True:
+            try:
+                group.rmdir()
+                break
+            except FileNotFoundError:
+                break
+            except OSError:  # busy for a moment after its last process died
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+
+
+async def _capture(stream: asyncio.StreamReader, limit: int) -> tuple[bytes, bool]:
+    """Read ``stream`` to its end, keeping the first ``limit`` bytes; whether more came."""
+    kept, truncated = bytearray(), False
+    while chunk := await stream.read(1 << 16):
+        room = limit - len(kept)
+        truncated = truncated or len(chunk) > room
+        kept += chunk[:room]
+    return bytes(kept), truncated
+
+
+async def _feed(stream: asyncio.StreamWriter | None, data: bytes | None) -> None:
+    """Write ``data`` to the command's stdin and close it; a command that does not read it is fine."""
+    if stream is None or data is None:
+        return
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        stream.write(data)
+        await stream.drain()
+        stream.close()

@@ -1,0 +1,173 @@
+"""The same isolation tests on every backend: each one fails if the isolation it names is broken."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from agentgym.sandboxes import SandboxClosed, backend_module, reap
+from tests.sandboxes.conftest import run
+
+CONNECT = textwrap.dedent("""
+    import socket, sys
+    try:
+        socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3).close()
+        print("connected")
+    except OSError as e:
+        print("refused", type(e).__name__)
+""")
+
+
+def test_commands_run_with_output_exit_status_stdin_env_and_cwd(sandbox_of):
+    sandbox = sandbox_of()
+    code = "import sys, os; print(sys.stdin.read().upper(), os.environ['X'], os.getcwd()); sys.exit(3)"
+    result = run(sandbox.exec(["python3", "-c", code], timeout=30, stdin="hello", env={"X": "y"}))
+    assert (result.exit_code, result.stdout.strip(), result.timed_out) == (3, "HELLO y /work", False)
+    run(sandbox.exec("mkdir -p sub", timeout=10))
+    assert run(sandbox.exec("pwd; echo oops >&2", timeout=10, cwd="sub")).stdout.strip() == "/work/sub"
+    assert run(sandbox.exec("echo oops >&2", timeout=10)).stderr == "oops\n"
+
+
+def test_files_round_trip_and_errors_are_the_builtin_ones(sandbox_of):
+    sandbox = sandbox_of()
+    run(sandbox.write_file("data/in.bin", bytes(range(256)) * 10))
+    assert run(sandbox.read_file("data/in.bin", text=False)) == bytes(range(256)) * 10
+    run(sandbox.write_file("note.txt", "héllo"))
+    assert run(sandbox.exec("cat note.txt", timeout=10)).stdout == "héllo"
+    with pytest.raises(FileNotFoundError):
+        run(sandbox.read_file("missing.txt"))
+    with pytest.raises(IsADirectoryError):
+        run(sandbox.read_file("data"))
+    with pytest.raises((PermissionError, OSError)):
+        run(sandbox.write_file("/usr/evil", "x"))  # the root file system is read-only
+
+
+def test_no_network_neither_the_hosts_loopback_nor_outside(sandbox_of):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    try:
+        sandbox = sandbox_of()
+        for host, target_port in (("127.0.0.1", port), ("1.1.1.1", 53), ("pypi.org", 443)):
+            result = run(sandbox.exec(["python3", "-c", CONNECT, host, str(target_port)], timeout=20))
+            assert result.stdout.startswith("refused"), (host, result)
+    finally:
+        listener.close()
+
+
+def test_the_hosts_files_are_invisible(sandbox_of, tmp_path):
+    secret = tmp_path / f"secret-{uuid.uuid4().hex}.txt"
+    secret.write_text("the host's secret")
+    home_secret = Path.home() / f".agentgym-secret-{uuid.uuid4().hex}"
+    home_secret.write_text("the host's secret")
+    try:
+        sandbox = sandbox_of()
+        for path in (secret, home_secret):
+            with pytest.raises(FileNotFoundError):
+                run(sandbox.read_file(str(path)))
+        found = run(sandbox.exec("grep -rs 'host.s secret' / --exclude-dir=proc --exclude-dir=sys | head -1",
+                                 timeout=60))
+        assert found.stdout == ""
+    finally:
+        home_secret.unlink()
+
+
+def test_memory_past_the_limit_kills_the_process_not_the_host(sandbox_of):
+    sandbox = sandbox_of(memory_mb=256)
+    hog = "b = bytearray(1 << 30); b[::4096] = b'x' * len(b[::4096]); print('allocated')"
+    result = run(sandbox.exec(["python3", "-c", hog], timeout=60))
+    assert result.exit_code != 0 and "allocated" not in result.stdout
+    small = run(sandbox.exec(["python3", "-c", "b = bytearray(64 << 20); print('fine')"], timeout=30))
+    assert small.stdout.strip() == "fine"  # the sandbox lives on after its process died
+
+
+def test_a_fork_bomb_hits_the_pids_limit_and_the_host_stays_responsive(sandbox_of):
+    sandbox = sandbox_of(pids=64)
+    latencies: list[float] = []
+    done = threading.Event()
+
+    def probe() -> None:
+        while not done.is_set():
+            started = time.perf_counter()
+            subprocess.run(["true"], check=True)
+            latencies.append(time.perf_counter() - started)
+            time.sleep(0.1)
+
+    prober = threading.Thread(target=probe)
+    prober.start()
+    try:
+        bomb = "bomb() { bomb | bomb & }; bomb; sleep 2; ps -e --no-headers | wc -l"
+        result = run(sandbox.exec(["bash", "-c", bomb], timeout=8))
+    finally:
+        done.set()
+        prober.join()
+    assert result.timed_out or result.exit_code != 0 or "retry" in result.stderr or "fork" in result.stderr
+    assert max(latencies) < 2.0, max(latencies)
+    after = run(sandbox.exec("ps -e --no-headers | wc -l", timeout=10))
+    assert int(after.stdout.strip()) < 10  # the bomb's processes are gone
+
+
+def test_a_timeout_kills_the_whole_process_tree(sandbox_of):
+    sandbox = sandbox_of()
+    marker = str(900 + os.getpid() % 97)
+    result = run(sandbox.exec(f"sleep {marker}1 & sleep {marker}2 & (sleep {marker}3 &); wait", timeout=1.5))
+    assert result.timed_out and 1.4 < result.duration < 6
+    time.sleep(0.5)
+    left = run(sandbox.exec(f"ps -eo args | grep -c '^sleep {marker}' || true", timeout=10))
+    assert left.stdout.strip() == "0"
+    on_host = [p for p in psutil.process_iter(["cmdline"]) if (p.info["cmdline"] or [""])[:1] == ["sleep"]
+               and (p.info["cmdline"][1:2] or [""])[0].startswith(marker)]
+    assert not on_host
+
+
+def test_a_gigabyte_of_output_is_capped_not_buffered(sandbox_of):
+    sandbox = sandbox_of(output_limit=1 << 20)
+    host = psutil.Process()
+    rss_before = host.memory_info().rss
+    result = run(sandbox.exec("head -c 1000000000 /dev/zero | tr '\\0' x; echo done >&2", timeout=120))
+    assert result.exit_code == 0 and result.truncated
+    assert len(result.stdout) == 1 << 20 and set(result.stdout) == {"x"}
+    assert result.stderr == "done\n"
+    assert host.memory_info().rss - rss_before < 200 << 20
+
+
+def test_close_leaves_nothing_and_is_idempotent(sandbox_of, backend):
+    sandbox = sandbox_of()
+    run(sandbox.exec("sleep 300 &", timeout=10))
+    run(sandbox.close())
+    run(sandbox.close())
+    assert sandbox.id not in backend_module(backend).live()
+    with pytest.raises(SandboxClosed):
+        run(sandbox.exec("true", timeout=5))
+
+
+def test_reap_removes_what_a_killed_process_left(backend):
+    script = textwrap.dedent(f"""
+        import asyncio, os, signal
+        from agentgym.sandboxes import open_sandbox
+        async def main():
+            sandbox = await open_sandbox({backend!r})
+            await sandbox.exec("sleep 300 &", timeout=10)
+            print(sandbox.id, flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+        asyncio.run(main())
+    """)
+    child = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True,
+                           timeout=120)
+    assert child.returncode == -9, child.stderr
+    orphan = child.stdout.strip()
+    module = backend_module(backend)
+    assert orphan in module.live()
+    assert reap((backend,)) >= 1
+    assert orphan not in module.live()
