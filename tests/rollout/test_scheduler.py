@@ -13,7 +13,7 @@ from agentgym import Task, TaskSet
 from agentgym.episode import Timeouts
 from agentgym.policies import TextPolicy
 from agentgym.rollout import RolloutConfig, RolloutScheduler, iterate_rollouts
-from tests.rollout.envs import SlowOracle
+from tests.rollout.envs import FlakyEnv, SlowOracle
 
 
 @pytest.fixture
@@ -115,6 +115,23 @@ def test_faulty_environments_are_counted_and_healthy_ones_unaffected(flaky):
     assert (m.started, m.finished, m.errored) == (20, 8, 12) and m.accounted
     assert m.error_causes == {"env:RuntimeError": 4, "timeout:tool": 4, "env:ConnectionError": 4}
     assert len(groups) == 8 and m.groups_failed == 12
+
+
+def test_every_environment_is_closed_through_aclose_on_the_loop(flaky, monkeypatch):
+    """Failed instances are closed when given back, healthy ones when the rollout ends; both awaited."""
+    closed = []
+    original = FlakyEnv.aclose
+
+    async def aclose(self: FlakyEnv) -> None:
+        await asyncio.sleep(0)
+        closed.append(self)
+        await original(self)
+
+    monkeypatch.setattr(FlakyEnv, "aclose", aclose)
+    config = RolloutConfig(concurrency=5, max_retries=0, timeouts=Timeouts(episode=20, turn=6, tool=3))
+    scheduler = RolloutScheduler("test/Flaky-v0", agentgym.OraclePolicy(), config)
+    asyncio.run(asyncio.wait_for(_collect(scheduler, TaskSet.generate("test/Flaky-v0", 10)), timeout=30))
+    assert len({id(env) for env in closed}) == len(closed) == scheduler._pool.created > 5
 
 
 def test_errors_are_retried_within_the_budget(flaky):
