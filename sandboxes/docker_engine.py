@@ -1,0 +1,121 @@
+"""The Docker engine: find one that answers or start ``dockerd`` here (no systemd needed); a shared client."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from agentgym.sandboxes.errors import SandboxUnavailable
+
+if TYPE_CHECKING:
+    import docker
+
+INSTALL_ENGINE = "apt-get install -y docker.io"
+INSTALL_CLIENT = "pip install 'agentgym[docker]'"
+START_TIMEOUT = 30.0
+"""Seconds a started ``dockerd`` has to answer."""
+STOP_TIMEOUT = 20.0
+"""Seconds a stopping ``dockerd`` has before it is killed."""
+API_TIMEOUT = 60
+"""Seconds of the client's ordinary API calls (builds and imports have none)."""
+POOL_SIZE = 64
+"""Connections the shared client keeps open (each running command holds one)."""
+
+_client: docker.DockerClient | None = None
+_client_lock = threading.Lock()
+
+
+@dataclass
+class EngineHandle:
+    """A Docker engine that answers; :meth:`stop` stops it only when this handle started it."""
+
+    process: subprocess.Popen[bytes] | None = None
+    log_dir: Path | None = None
+    started: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.started = self.process is not None
+
+    def stop(self) -> None:
+        """Terminate the ``dockerd`` this handle started (killed after :data:`STOP_TIMEOUT`); else nothing."""
+        if self.process is not None:
+            process, self.process = self.process, None
+            process.terminate()
+            try:
+                process.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if self.log_dir is not None:
+            shutil.rmtree(self.log_dir, ignore_errors=True)
+            self.log_dir = None
+
+
+def ensure_engine() -> EngineHandle:
+    """A handle on a Docker engine that answers, starting ``dockerd`` in the background when none does (as
+    root). Raises :class:`SandboxUnavailable` naming the install step when there is no engine to start."""
+    docker = docker_module()
+    if _answers(docker):
+        return EngineHandle()
+    dockerd = shutil.which("dockerd")
+    if dockerd is None:
+        raise SandboxUnavailable(f"no Docker engine answers and dockerd is not installed: {INSTALL_ENGINE}")
+    if os.geteuid() != 0:
+        raise SandboxUnavailable("no Docker engine answers; start one (dockerd needs root), or run "
+                                 "`agentgym sandbox build` as root, which starts it")
+    log_dir = Path(tempfile.mkdtemp(prefix="agentgym-dockerd-"))
+    log = log_dir / "dockerd.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen([dockerd], stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+    handle = EngineHandle(process, log_dir)
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline and process.poll() is None:
+        if _answers(docker):
+            return handle
+        time.sleep(0.2)
+    tail = log.read_text(errors="replace")[-800:]
+    handle.stop()
+    raise SandboxUnavailable(f"dockerd did not answer within {START_TIMEOUT:g} s; its log ends with:\n{tail}")
+
+
+def client() -> docker.DockerClient:
+    """The shared Docker client; raises :class:`SandboxUnavailable` when no engine answers."""
+    global _client
+    docker = docker_module()
+    with _client_lock:
+        if _client is None:
+            try:
+                _client = docker.from_env(timeout=API_TIMEOUT, max_pool_size=POOL_SIZE)
+            except docker.errors.DockerException as exc:
+                raise SandboxUnavailable(f"no Docker engine answers ({exc}); start dockerd, or run "
+                                         "`agentgym sandbox build`, which starts it") from exc
+        return _client
+
+
+def _answers(docker: ModuleType) -> bool:
+    try:
+        probe = docker.from_env(timeout=5)
+        try:
+            return bool(probe.ping())
+        finally:
+            probe.close()
+    except (docker.errors.DockerException, OSError):
+        return False
+
+
+def docker_module() -> ModuleType:
+    """The ``docker`` package, imported only when a docker sandbox is wanted."""
+    try:
+        import docker
+    except ImportError as exc:
+        raise SandboxUnavailable(f"the Docker client library is not installed: {INSTALL_CLIENT}") from exc
+    return docker

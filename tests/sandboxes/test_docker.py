@@ -1,0 +1,155 @@
+"""Docker-specific checks: the container really carries its limits, images are content-addressed, ports are
+reachable from the host, and a container that dies under a sandbox is reported as such."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import time
+import urllib.request
+
+import pytest
+
+from agentgym.sandboxes import SandboxDied, SandboxError, SandboxUnavailable, open_sandbox
+from agentgym.sandboxes.base import LABEL, OWNER_LABEL, MiB, owner
+from agentgym.sandboxes.docker_engine import client
+from agentgym.sandboxes.docker_sandbox import live
+from agentgym.sandboxes.images import DEFINITIONS, build_images, content_tag, image_tag, rootfs_tag
+from tests.sandboxes.conftest import run
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture
+def opened(docker_engine):
+    """``opened(**spec_fields)`` opens a docker sandbox; all are closed afterwards."""
+    sandboxes = []
+
+    def make(**fields):
+        sandbox = run(open_sandbox("docker", **fields))
+        sandboxes.append(sandbox)
+        return sandbox
+
+    yield make
+    for sandbox in sandboxes:
+        run(sandbox.close())
+
+
+def test_the_container_carries_every_limit_and_drops_every_privilege(opened):
+    sandbox = opened(memory_mb=300, pids=77, cpus=0.5)
+    attrs = client().api.inspect_container(sandbox.id)
+    host = attrs["HostConfig"]
+    assert host["ReadonlyRootfs"] is True
+    assert host["CapDrop"] == ["ALL"]
+    assert host["SecurityOpt"] == ["no-new-privileges"]
+    assert host["NetworkMode"] == "none"
+    assert (host["PidsLimit"], host["Memory"], host["MemorySwap"]) == (77, 300 * MiB, 300 * MiB)
+    assert host["NanoCpus"] == 500_000_000 and host["Init"] is True
+    assert attrs["Config"]["User"] == "1000:1000"
+    assert attrs["Config"]["Labels"][LABEL] == "1" and attrs["Config"]["Labels"][OWNER_LABEL] == owner()
+    assert attrs["Config"]["Image"] == image_tag("python")
+    inside = run(sandbox.exec("id -u; grep CapEff /proc/self/status; touch /etc/x 2>&1; echo ok > f; cat f",
+                              timeout=10))
+    lines = inside.stdout.splitlines()
+    assert lines[0] == "1000" and lines[1].split() == ["CapEff:", "0000000000000000"]
+    assert "Read-only file system" in lines[2] and lines[3] == "ok"
+
+
+def test_image_tags_are_content_hashes_and_an_unchanged_definition_is_not_rebuilt(docker_engine, monkeypatch):
+    import docker
+
+    tags = build_images()
+    assert set(tags) >= {"base", "python", "shell"}
+    for name, tag in tags.items():
+        assert re.fullmatch(rf"agentgym/{name}:[0-9a-f]{{12}}", tag)
+        assert tag == content_tag(name) == image_tag(name)
+        assert client().images.get(f"agentgym/{name}:latest").id == client().images.get(tag).id
+        assert client().images.get(tag).labels[LABEL] == "1"
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("an up-to-date image was rebuilt")
+
+    monkeypatch.setattr(docker.models.images.ImageCollection, "build", no_build)
+    monkeypatch.setattr(docker.api.client.APIClient, "import_image", no_build)
+    assert build_images() == tags
+
+
+def test_a_tag_changes_with_the_bytes_of_its_definition_and_of_what_it_is_built_from(tmp_path):
+    copy = tmp_path / "images"
+    shutil.copytree(DEFINITIONS, copy)
+    names = ("base", "python", "shell")
+    before = {name: content_tag(name, copy) for name in names}
+    assert before == {name: content_tag(name, DEFINITIONS) for name in names}
+
+    with open(copy / "shell" / "Dockerfile", "a") as dockerfile:
+        dockerfile.write("\n")
+    after_shell = {name: content_tag(name, copy) for name in names}
+    assert after_shell["shell"] != before["shell"]
+    assert (after_shell["base"], after_shell["python"]) == (before["base"], before["python"])
+
+    rootfs = rootfs_tag(copy)
+    with open(copy / "base" / "packages", "a") as packages:
+        packages.write("less\n")
+    assert rootfs_tag(copy) != rootfs
+    assert all(content_tag(name, copy) != after_shell[name] for name in names)
+
+
+def test_expose_reaches_a_server_inside_a_networked_sandbox(opened):
+    sandbox = opened(network=True)
+    run(sandbox.write_file("hello.txt", "hello from inside"))
+    run(sandbox.exec("python3 -m http.server 8000 >server.log 2>&1 &", timeout=10))
+    address = run(sandbox.expose(8000))
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            with opener.open(f"http://{address}/hello.txt", timeout=5) as response:
+                assert response.read() == b"hello from inside"
+                break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    with pytest.raises(SandboxError, match="no network"):
+        run(opened().expose(8000))
+
+
+def test_a_container_killed_from_outside_makes_the_next_exec_raise_sandbox_died(opened):
+    sandbox = opened()
+    assert run(sandbox.exec("true", timeout=10)).ok
+    client().api.kill(sandbox.id)
+    with pytest.raises(SandboxDied):
+        run(sandbox.exec("true", timeout=10))
+    run(sandbox.close())
+    assert sandbox.id not in live()
+
+
+def test_a_command_that_ignores_the_polite_stop_is_killed_and_counts_as_timed_out(opened):
+    sandbox = opened()
+    result = run(sandbox.exec("trap '' TERM; sleep 60", timeout=1))
+    assert result.timed_out and result.duration < 6
+    assert run(sandbox.exec("ps -eo args | grep -c '^sleep 60' || true", timeout=10)).stdout.strip() == "0"
+
+
+def test_a_creation_cancelled_midway_leaves_no_container(docker_engine):
+    mine = {"label": f"{OWNER_LABEL}={owner()}"}
+
+    async def cancel_once_the_container_exists():
+        creating = asyncio.create_task(open_sandbox("docker"))
+        while not await asyncio.to_thread(client().api.containers, all=True, filters=mine):
+            await asyncio.sleep(0.01)
+        creating.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await creating
+
+    run(cancel_once_the_container_exists())
+    deadline = time.monotonic() + 20
+    while client().api.containers(all=True, filters=mine) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not client().api.containers(all=True, filters=mine)
+
+
+def test_a_missing_image_is_unavailable_not_pulled(docker_engine):
+    with pytest.raises(SandboxUnavailable, match="docker pull"):
+        run(open_sandbox("docker", image="agentgym-test/not-here:0"))
