@@ -23,3 +23,15 @@ def register_envs() -> None:
         tags=("tools", "math", "multi-turn"),
         description="Solve an arithmetic word problem with a calculator tool, then answer.",
     )
+    register(
+        "tools/PythonSandbox-v0",
+        "agentgym.envs.tools.python_sandbox:PythonSandboxEnv",
+        tags=("tools", "code", "sandbox", "multi-turn"),
+        description="Write and run Python in a sandbox to answer a puzzle or a question about data files.",
+    )
+    register(
+        "tools/Shell-v0",
+        "agentgym.envs.tools.shell:ShellEnv",
+        tags=("tools", "shell", "sandbox", "multi-turn"),
+        description="Find, fix and transform files in a sandbox with bash, then submit.",
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentgym.core import Env
 from agentgym.envs.tools.arithmetic import (
     ExpressionError,
     Problem,
@@ -13,8 +14,6 @@ from agentgym.envs.tools.arithmetic import (
     generate_problem,
     parse_number,
 )
-
-from agentgym.core import Env
 from agentgym.errors import ToolError
 from agentgym.messages import Message
 from agentgym.tools import tool

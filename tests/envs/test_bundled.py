@@ -64,12 +64,14 @@ actions = st.one_of(
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 def test_fuzzed_actions_never_raise(env_id, parser, data):
     env = agentgym.make(env_id, parser=parser)
-    env.reset(seed=data.draw(st.integers(0, 10**6)))
-    for action in data.draw(st.lists(actions, min_size=1, max_size=4)):
-        observation, reward, terminated, truncated, info = env.step(action)
-        assert env.observation_space.contains(observation) and isinstance(reward, float)
-        if info["action_error"] is not None:
-            assert observation and observation[-1].text
-        if terminated or truncated:
-            break
-    env.close()
+    try:
+        env.reset(seed=data.draw(st.integers(0, 10**6)))
+        for action in data.draw(st.lists(actions, min_size=1, max_size=4)):
+            observation, reward, terminated, truncated, info = env.step(action)
+            assert env.observation_space.contains(observation) and isinstance(reward, float)
+            if info["action_error"] is not None:
+                assert observation and observation[-1].text
+            if terminated or truncated:
+                break
+    finally:
+        env.close()  # also when hypothesis abandons an example part-way

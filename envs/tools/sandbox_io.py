@@ -1,0 +1,86 @@
+"""What the sandboxed tool environments share: task files written in one command, checked text, and a
+command's result as the agent reads it."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from collections.abc import Sequence
+from pathlib import PurePosixPath
+from typing import TypeVar
+
+import numpy as np
+
+from agentgym.errors import ToolError
+from agentgym.sandboxes.base import ExecResult, Sandbox
+from agentgym.sandboxes.errors import SandboxError
+
+T = TypeVar("T")
+TIME_LIMIT = 10.0
+"""Seconds one program or command may run before it is stopped."""
+OUTPUT_CHARS = 4000
+"""Characters of each output stream an agent is shown."""
+FILE_TIME = 1_714_521_600
+"""The modification time of the task's files (2024-05-01 UTC), so that listings are the same every episode."""
+
+
+async def write_tree(sandbox: Sandbox, files: dict[str, str]) -> None:
+    """Write ``files`` (path relative to the work dir -> text) into the sandbox in one command."""
+    result = await sandbox.exec(["tar", "-x", "--no-same-owner", "-f", "-"], timeout=60, stdin=_tar(files))
+    if not result.ok:
+        raise SandboxError(f"could not write the task's files in sandbox {sandbox.id}: "
+                           f"{result.stderr[-300:]}")
+
+
+def _tar(files: dict[str, str]) -> bytes:
+    """``files`` as a tar archive, each folder just before its contents (so that tar keeps its time)."""
+    buffer, made = io.BytesIO(), set()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as archive:
+        for path in sorted(files, key=lambda name: PurePosixPath(name).parts):
+            for folder in reversed(PurePosixPath(path).parents[:-1]):
+                if folder not in made:
+                    made.add(folder)
+                    entry = tarfile.TarInfo(str(folder))
+                    entry.type, entry.mode, entry.mtime = tarfile.DIRTYPE, 0o755, FILE_TIME
+                    archive.addfile(entry)
+            data = files[path].encode()
+            entry = tarfile.TarInfo(path)
+            entry.size, entry.mode, entry.mtime = len(data), 0o644, FILE_TIME
+            archive.addfile(entry, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def encode(text: str) -> str:
+    """``text`` checked to be sendable to a sandbox (UTF-8, as an argument or a file); a :class:`ToolError`
+    tells the agent what is wrong otherwise."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        raise ToolError("the text holds characters that are not valid Unicode (lone surrogates)") from None
+    return text
+
+
+def describe(result: ExecResult, time_limit: float) -> str:
+    """What a command did, for the agent: exit status or timeout, then stdout (its head) and stderr (its
+    tail), each cut to :data:`OUTPUT_CHARS` with a note."""
+    if result.timed_out:
+        status = f"Timed out: stopped after {time_limit:g} s."
+    else:
+        status = f"Exit status: {result.exit_code}"
+    stdout, stderr = _stream("stdout", result.stdout, head=True), _stream("stderr", result.stderr, head=False)
+    return f"{status}\n{stdout}\n{stderr}"
+
+
+def _stream(name: str, text: str, *, head: bool) -> str:
+    if not text:
+        return f"{name}: (empty)"
+    if len(text) <= OUTPUT_CHARS:
+        return f"{name}:\n{text}"
+    if head:
+        return f"{name}:\n{text[:OUTPUT_CHARS]}\n[output cut: only the first {OUTPUT_CHARS} characters shown]"
+    return f"{name}:\n[output cut: only the last {OUTPUT_CHARS} characters shown]\n{text[-OUTPUT_CHARS:]}"
+
+
+def pick(rng: np.random.Generator, options: Sequence[T]) -> T:
+    """One of ``options``, drawn from ``rng``."""
+    return options[int(rng.integers(len(options)))]
