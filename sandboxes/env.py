@@ -10,6 +10,8 @@ from agentgym.sandboxes.base import Sandbox, SandboxSpec
 from agentgym.sandboxes.errors import SandboxError, SandboxUnavailable
 from agentgym.sandboxes.pool import SandboxPool, release_pool, retain_pool
 
+COMMAND_TIME_LIMIT = 10.0
+"""Default seconds one of an agent's commands may run in the sandbox before it is stopped."""
 AUTO_ORDER = ("docker", "local")
 """Backends ``backend="auto"`` tries, in order: the first whose prerequisites are here is used."""
 
@@ -17,13 +19,18 @@ AUTO_ORDER = ("docker", "local")
 class SandboxEnv(Env):
     """An environment with a sandbox per episode. :meth:`start_sandbox` (called from ``setup``) gives back the
     last episode's sandbox and takes a fresh one; tools use :attr:`sandbox`. ``backend`` is ``docker``,
-    ``local`` or ``auto``; ``pool_size`` sandboxes are kept warm per event loop."""
+    ``local`` or ``auto``; ``pool_size`` sandboxes are kept warm per event loop; ``time_limit`` is the
+    seconds each of the agent's commands may run."""
 
     sandbox_spec: ClassVar[SandboxSpec] = SandboxSpec()
     """The image and limits this environment's sandboxes have."""
 
-    def __init__(self, *, backend: str = "auto", pool_size: int = 2, **kwargs: Any) -> None:
+    def __init__(self, *, backend: str = "auto", pool_size: int = 2, time_limit: float = COMMAND_TIME_LIMIT,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        if time_limit <= 0:
+            raise ValueError(f"time_limit must be positive, got {time_limit}")
+        self.time_limit = time_limit
         self.backend = choose_backend(backend, self.sandbox_spec)
         self.pool_size = pool_size
         self._pool: SandboxPool | None = None

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from agentgym.envs.tools.sandbox_io import TIME_LIMIT, describe, encode, pick, write_tree
+from agentgym.envs.tools.sandbox_io import describe, encode, pick, write_tree
 from agentgym.messages import Message
 from agentgym.sandboxes.base import SandboxSpec
 from agentgym.sandboxes.env import SandboxEnv
@@ -59,12 +59,8 @@ class PythonSandboxEnv(SandboxEnv):
     default_max_turns = 10
     sandbox_spec = SandboxSpec(image="agentgym/python", memory_mb=256, pids=64)
 
-    def __init__(self, *, time_limit: float = TIME_LIMIT, **kwargs: Any) -> None:
-        """``time_limit``: seconds each ``run_python`` program may run."""
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if time_limit <= 0:
-            raise ValueError(f"time_limit must be positive, got {time_limit}")
-        self.time_limit = time_limit
         self.task: Task | None = None
         self.last_output: str | None = None
         """The stdout of the last program run this episode."""

@@ -16,8 +16,6 @@ from agentgym.sandboxes.base import ExecResult, Sandbox
 from agentgym.sandboxes.errors import SandboxError
 
 T = TypeVar("T")
-TIME_LIMIT = 10.0
-"""Seconds one program or command may run before it is stopped."""
 OUTPUT_CHARS = 4000
 """Characters of each output stream an agent is shown."""
 FILE_TIME = 1_714_521_600

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from agentgym.envs.tools.sandbox_io import TIME_LIMIT, describe, encode, pick, write_tree
+from agentgym.envs.tools.sandbox_io import describe, encode, pick, write_tree
 from agentgym.errors import ToolError
 from agentgym.messages import Message
 from agentgym.sandboxes.base import Sandbox, SandboxSpec
@@ -79,12 +79,8 @@ class ShellEnv(SandboxEnv):
     default_max_turns = 15
     sandbox_spec = SandboxSpec(image="agentgym/shell", memory_mb=256, pids=64)
 
-    def __init__(self, *, time_limit: float = TIME_LIMIT, **kwargs: Any) -> None:
-        """``time_limit``: seconds each ``bash`` command may run."""
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if time_limit <= 0:
-            raise ValueError(f"time_limit must be positive, got {time_limit}")
-        self.time_limit = time_limit
         self.task: Task | None = None
         self.commands = 0
         """How many commands ran this episode."""
