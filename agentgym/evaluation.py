@@ -98,6 +98,8 @@ async def evaluate(
     results: list[Trajectory | None] = [None] * len(tasks)
 
     def settle(group: GroupResult) -> None:
+        if not group.kept and not group.errors:
+            return  # every episode of the task was cancelled: there is nothing to report
         final = group.kept[0] if group.kept else group.errors[-1]
         results[group.index] = final
         if on_episode is not None:

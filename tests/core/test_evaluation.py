@@ -101,3 +101,16 @@ def test_cancelling_an_episode_from_outside_is_not_a_timeout(registered_counter)
         return "finished"
 
     assert asyncio.run(main()) == "cancelled"
+
+
+def test_a_cancelled_evaluation_ends_with_the_cancellation(registered_counter):
+    """Groups whose episodes were all cancelled have nothing to report and must not break the shutdown."""
+    from tests.rollout.envs import SlowOracle
+
+    tasks = TaskSet.generate(registered_counter.id, 16)
+    evaluation = agentgym.evaluate(registered_counter.id, SlowOracle(scale=5.0), tasks, concurrency=4)
+    try:
+        asyncio.run(asyncio.wait_for(evaluation, timeout=0.3))
+    except TimeoutError:
+        return
+    raise AssertionError("the evaluation finished although every episode takes seconds")
