@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from agentgym.sandboxes import SandboxClosed, SandboxError, SandboxUnavailable, local_sandbox
+from agentgym.sandboxes import Sandbox, SandboxClosed, SandboxError, SandboxUnavailable, local_sandbox
 from tests.sandboxes.conftest import run
 
 LOOK = textwrap.dedent("""
@@ -164,17 +164,7 @@ def test_close_kills_a_process_that_escaped_with_setsid(sandbox_of):
     sandbox = sandbox_of()
     marker = str(800 + os.getpid() % 97)
 
-    async def escape_then_close() -> None:
-        command = asyncio.ensure_future(sandbox.exec(f"setsid sleep {marker} & (setsid sleep {marker} &); sleep 300",
-                                                     timeout=60))
-        await until(lambda: len(sleeping(marker)) == 2)
-        await sandbox.close()
-        await until(lambda: not sleeping(marker), seconds=5)
-        with pytest.raises(SandboxClosed):
-            await command
-
-    run(escape_then_close())
-    assert not sleeping(marker)
+    _close_kills_escapees(sandbox, f"setsid sleep {marker} & (setsid sleep {marker} &); sleep 300", marker, 2)
 
 
 def test_without_a_writable_cgroup_rlimits_bound_memory_and_processes(sandbox_of, monkeypatch, tmp_path):
@@ -188,13 +178,20 @@ def test_without_a_writable_cgroup_rlimits_bound_memory_and_processes(sandbox_of
     assert "fork" in many.stderr or "Resource temporarily unavailable" in many.stderr, many
     marker = str(600 + os.getpid() % 97)
 
+    _close_kills_escapees(sandbox, f"setsid sleep {marker} & sleep 300", marker, 1)
+
+
+def _close_kills_escapees(sandbox: Sandbox, command: str, marker: str, escapees: int) -> None:
+    """Run ``command`` until ``escapees`` ``sleep MARKER`` processes exist, close the sandbox under it, and
+    check that they die and the running command ends with :class:`SandboxClosed`."""
+
     async def escape_then_close() -> None:
-        command = asyncio.ensure_future(sandbox.exec(f"setsid sleep {marker} & sleep 300", timeout=60))
-        await until(lambda: sleeping(marker))
+        running = asyncio.ensure_future(sandbox.exec(command, timeout=60))
+        await until(lambda: len(sleeping(marker)) == escapees)
         await sandbox.close()
         await until(lambda: not sleeping(marker), seconds=5)
         with pytest.raises(SandboxClosed):
-            await command
+            await running
 
     run(escape_then_close())
     assert not sleeping(marker)
