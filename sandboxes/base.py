@@ -138,8 +138,10 @@ class Sandbox(abc.ABC):
     ) -> ExecResult:
         """Run ``cmd`` (an argv, or a string run by ``sh -c``) in ``cwd`` (default: the work dir, relative
         paths inside it). After ``timeout`` seconds its whole process tree is killed and ``timed_out`` is
-        set. Raises :class:`SandboxDied` when the sandbox stops answering, :class:`SandboxClosed` after
-        :meth:`close`."""
+        set; when it exits sooner, what it left running in its process group is killed then. A service
+        meant to outlive the command starts in a session of its own (``setsid -f``), which the ``docker``
+        backend keeps until :meth:`close` and the ``local`` one does not. Raises :class:`SandboxDied` when
+        the sandbox stops answering, :class:`SandboxClosed` after :meth:`close`."""
         return await self._run(cmd, timeout=timeout, stdin=stdin, env=env, cwd=cwd, limit=self.spec.output_limit)
 
     @overload
@@ -170,6 +172,11 @@ class Sandbox(abc.ABC):
         """The ``host:port`` address at which the host reaches ``port`` inside (a web site, a desktop's VNC).
         Raises :class:`SandboxError` where the backend cannot."""
         raise SandboxError(f"the {self.backend} backend cannot expose ports")
+
+    @property
+    def alive(self) -> bool:
+        """Whether the sandbox can still run commands, as far as is known without asking it (no I/O)."""
+        return not self.closed
 
     async def close(self) -> None:
         """Stop everything running inside and remove what was created; safe to call twice."""

@@ -1,27 +1,37 @@
-"""The ``docker`` backend: one locked-down container per sandbox, commands through ``docker exec``.
+"""The ``docker`` backend: one locked-down container per sandbox, commands through a server inside it.
 
-A container runs ``sleep infinity`` under Docker's init as uid 1000 with a read-only root, no
-capabilities, ``no-new-privileges``, memory (swap included), CPU and process limits, and no network unless
-the spec asks. The work dir and ``/tmp`` are size-limited tmpfs mounts: their pages count against the
-memory limit, nothing is left on the host's disk, and any image and work dir work (what an image holds at
-the work dir is hidden). gVisor's ``runsc`` is used when the engine lists it; ``AGENTGYM_DOCKER_RUNTIME``
-names another (``runc`` forces the default).
+A container runs :mod:`agentgym.sandboxes.exec_server` under Docker's init as uid 1000 with a read-only
+root, no capabilities, ``no-new-privileges``, memory (swap included), CPU and process limits, and no
+network unless the spec asks. The host keeps the container's stdin and stdout attached and sends commands
+down that one stream, so a command costs a fork inside, not a ``docker exec``; images need ``python3``
+(files travel through it too). When the attachment ends (the sandbox is closed, or the process that made it
+dies) the server exits and Docker removes the container, so a crashed run leaves nothing behind; ``reap``
+removes what remains when that could not happen (an engine that was down, another host's run).
+
+The work dir and ``/tmp`` are size-limited tmpfs mounts: their pages count against the memory limit,
+nothing is left on the host's disk, and any image and work dir work (what an image holds at the work dir
+is hidden). gVisor's ``runsc`` is used when the engine lists it; ``AGENTGYM_DOCKER_RUNTIME`` names another
+(``runc`` forces the default).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import collections
 import functools
+import itertools
+import json
 import os
-import socket
-import struct
 import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, TypeVar
 
+from agentgym.sandboxes import exec_server
 from agentgym.sandboxes.base import (
     HOST_SLACK,
     KILL_GRACE,
@@ -46,11 +56,15 @@ TMP_MB = 64
 """Size of each sandbox's ``/tmp`` (a tmpfs, counted against its memory limit)."""
 KILLED = 128 + 9
 """The exit status of ``timeout`` when the command needed the forced stop (it dies with its group)."""
-_CHUNK = 64 * 1024
-_HEADER = struct.Struct(">BxxxI")
+SERVER_ENV = "AGENTGYM_EXEC_SERVER"
+"""Carries the exec server's source into the container; the server takes it out of its environment."""
+SERVER = ["python3", "-I", "-c", f"exec(__import__('os').environ.pop('{SERVER_ENV}'))"]
+"""The container's command, short enough to read in ``ps``."""
+REMOVE_WAIT = 30.0
+"""Seconds to wait for a container that Docker is already removing."""
 _THREADS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="agentgym-docker")
-"""Where the blocking Docker calls wait: a command holds a thread while it runs, so not the loop's default
-pool (a few threads, shared with synchronous environments)."""
+"""Where the blocking Docker calls wait, not the loop's default pool (a few threads, shared with
+synchronous environments)."""
 _T = TypeVar("_T")
 
 
@@ -59,12 +73,42 @@ class DockerSandbox(Sandbox):
 
     backend = "docker"
 
+    def __init__(self, spec: SandboxSpec, sandbox_id: str, channel: _Channel) -> None:
+        super().__init__(spec, sandbox_id)
+        self._channel = channel
+
+    @property
+    def alive(self) -> bool:
+        """Open, and its server still attached."""
+        return not self.closed and self._channel.failure is None
+
     async def _exec(self, argv: list[str], *, timeout: float, stdin: bytes | None, env: dict[str, str],
                     cwd: str, limit: int) -> RawResult:
-        return await _blocking(self._exec_blocking, argv, timeout, stdin, env, cwd, limit)
+        request = {"argv": timed_argv(argv, timeout), "env": env, "cwd": cwd, "limit": limit,
+                   "stdin": None if stdin is None else exec_server.encode(stdin)}
+        started = time.monotonic()
+        answer = await _blocking(self._channel.submit, request)
+        try:
+            reply = await asyncio.wait_for(asyncio.wrap_future(answer), timeout + KILL_GRACE + HOST_SLACK)
+        except TimeoutError as exc:
+            raise SandboxDied(f"sandbox {self.id} did not finish a command in time") from exc
+        elapsed = time.monotonic() - started
+        if "error" in reply:
+            raise SandboxDied(f"sandbox {self.id} failed to run a command: {reply['error']}")
+        try:
+            exit_code = int(reply["exit"])
+            stdout, stderr = base64.b64decode(reply["stdout"]), base64.b64decode(reply["stderr"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SandboxDied(f"sandbox {self.id} sent a garbled answer: {exc!r}") from exc
+        timed_out = elapsed >= timeout and (exit_code == TIMEOUT_EXIT
+                                            or (exit_code == KILLED and elapsed >= timeout + KILL_GRACE))
+        return RawResult(exit_code, stdout, stderr, timed_out, bool(reply.get("truncated")))
 
     async def _close(self) -> None:
-        await _blocking(_remove, self.id)
+        try:
+            await _blocking(_remove, self.id)
+        finally:
+            self._channel.close()
 
     async def expose(self, port: int) -> str:
         """``ip:port`` of ``port`` on the container's bridge address, which the host reaches directly (nothing
@@ -73,74 +117,103 @@ class DockerSandbox(Sandbox):
             raise SandboxError(f"sandbox {self.id} has no network; only a network=True sandbox exposes ports")
         if self.closed:
             raise SandboxError(f"sandbox {self.id} is closed")
-        networks = (await _blocking(self._inspect))["NetworkSettings"]["Networks"]
-        addresses = [n["IPAddress"] for n in networks.values() if n.get("IPAddress")]
+        errors = docker_module().errors
+        try:
+            attrs = await _blocking(client().api.inspect_container, self.id)
+        except (errors.DockerException, OSError) as exc:
+            raise SandboxDied(f"sandbox {self.id} is gone: {exc}") from exc
+        addresses = [n["IPAddress"] for n in attrs["NetworkSettings"]["Networks"].values() if n.get("IPAddress")]
         if not addresses:
             raise SandboxDied(f"sandbox {self.id} has no network address")
         return f"{addresses[0]}:{port}"
 
-    def _exec_blocking(self, argv: list[str], timeout: float, stdin: bytes | None, env: dict[str, str],
-                       cwd: str, limit: int) -> RawResult:
-        errors = docker_module().errors
-        api = client().api
-        started = time.monotonic()
-        deadline = started + timeout + KILL_GRACE + HOST_SLACK
-        try:
-            exec_id = api.exec_create(self.id, timed_argv(argv, timeout), stdin=True, environment=env,
-                                      workdir=cwd)["Id"]
-            stream = api.exec_start(exec_id, socket=True)
-        except (errors.DockerException, OSError) as exc:
-            raise SandboxDied(f"sandbox {self.id} cannot run commands: {exc}") from exc
-        connection = getattr(stream, "_sock", stream)
-        try:
-            feeder = threading.Thread(target=_feed, args=(connection, stdin), daemon=True) if stdin else None
-            if feeder is None:
-                _feed(connection, b"")
-            else:
-                feeder.start()
-            stdout, stderr = _read_frames(connection, limit, deadline, self.id)
-            if feeder is not None:
-                feeder.join(max(0.0, deadline - time.monotonic()))
-        finally:
-            stream.close()
-            connection.close()
-        exit_code = self._exit_code(exec_id, deadline)
-        elapsed = time.monotonic() - started
-        if exit_code >= 128 and not self._running():
-            raise SandboxDied(f"sandbox {self.id} stopped while running {argv[:3]}")
-        timed_out = elapsed >= timeout and (exit_code == TIMEOUT_EXIT
-                                            or (exit_code == KILLED and elapsed >= timeout + KILL_GRACE))
-        return RawResult(exit_code, bytes(stdout.data), bytes(stderr.data), timed_out,
-                         stdout.truncated or stderr.truncated)
 
-    def _exit_code(self, exec_id: str, deadline: float) -> int:
-        """The exit status of a finished exec (its stream can end a moment before Docker records it)."""
-        errors = docker_module().errors
-        while True:
+class _Channel:
+    """The host's end of a container's attached stdin and stdout: requests go out as frames, answers are
+    matched back to them by id in a reader thread. When the stream ends, or carries anything but answers
+    of at most ``max_frame`` bytes (whatever runs inside can write there too), every waiting request fails."""
+
+    def __init__(self, stream: Any, name: str, max_frame: int) -> None:
+        self.name, self.max_frame = name, max_frame
+        self.failure: str | None = None
+        self._stream = stream
+        self._socket = getattr(stream, "_sock", stream)
+        self._sending = threading.Lock()
+        self._lock = threading.Lock()
+        self._pending: dict[int, Future[dict[str, Any]]] = {}
+        self._ids = itertools.count()
+        self._errors: collections.deque[bytes] = collections.deque(maxlen=16)
+        threading.Thread(target=self._receive, name=f"agentgym-{name}", daemon=True).start()
+
+    def submit(self, request: dict[str, Any]) -> Future[dict[str, Any]]:
+        """Send ``request``; the future holds its answer, or :class:`SandboxDied` when none can come."""
+        answer: Future[dict[str, Any]] = Future()
+        with self._lock:
+            if self.failure is not None:
+                raise SandboxDied(self.failure)
+            request_id = next(self._ids)
+            self._pending[request_id] = answer
+        try:
+            with self._sending:
+                self._socket.sendall(exec_server.frame({**request, "id": request_id}))
+        except OSError as exc:
+            self._fail(f"cannot send a command: {exc}")
+        return answer
+
+    def close(self) -> None:
+        """End the attachment (the server sees end of input); waiting requests fail."""
+        self._fail("the sandbox is closed")
+        for closable in (self._stream, self._socket):
             try:
-                state = client().api.exec_inspect(exec_id)
-            except (errors.DockerException, OSError) as exc:
-                raise SandboxDied(f"sandbox {self.id} lost a command: {exc}") from exc
-            if not state["Running"]:
-                if state["ExitCode"] is None:
-                    raise SandboxDied(f"sandbox {self.id} lost a command (no exit status)")
-                return int(state["ExitCode"])
-            if time.monotonic() > deadline:
-                raise SandboxDied(f"sandbox {self.id} did not report a command's exit status in time")
-            time.sleep(0.01)
+                closable.close()
+            except OSError:
+                pass
 
-    def _inspect(self) -> dict[str, Any]:
-        errors = docker_module().errors
-        try:
-            return client().api.inspect_container(self.id)
-        except (errors.DockerException, OSError) as exc:
-            raise SandboxDied(f"sandbox {self.id} is gone: {exc}") from exc
+    def _receive(self) -> None:
+        from docker.utils.socket import SocketError, frames_iter
 
-    def _running(self) -> bool:
+        reason = "its container stopped"
+        buffer = bytearray()
         try:
-            return bool(self._inspect()["State"]["Running"])
-        except SandboxDied:
-            return False
+            for kind, chunk in frames_iter(self._socket, tty=False):
+                if kind != 1:
+                    self._errors.append(chunk)
+                    continue
+                buffer += chunk
+                while len(buffer) >= exec_server.LENGTH.size:
+                    (size,) = exec_server.LENGTH.unpack_from(buffer)
+                    if size > self.max_frame:
+                        raise ValueError(f"an answer of {size} bytes is past the {self.max_frame}-byte limit")
+                    if len(buffer) < exec_server.LENGTH.size + size:
+                        break
+                    reply = json.loads(buffer[exec_server.LENGTH.size:exec_server.LENGTH.size + size])
+                    del buffer[:exec_server.LENGTH.size + size]
+                    self._resolve(reply)
+        except (OSError, ValueError, KeyError, TypeError, SocketError) as exc:
+            reason = f"its stream broke: {exc}"
+        said = b"".join(self._errors).decode(errors="replace").strip()
+        self._fail(reason + (f" (it said: {said[-500:]})" if said else ""))
+
+    def _resolve(self, reply: dict[str, Any]) -> None:
+        with self._lock:
+            answer = self._pending.pop(reply.pop("id", None), None)
+        if answer is not None:
+            try:
+                answer.set_result(reply)
+            except InvalidStateError:
+                pass  # nobody waits for it any more
+
+    def _fail(self, reason: str) -> None:
+        with self._lock:
+            if self.failure is None:
+                self.failure = f"sandbox {self.name} cannot run commands: {reason}"
+            waiting = list(self._pending.values())
+            self._pending.clear()
+        for answer in waiting:
+            try:
+                answer.set_exception(SandboxDied(self.failure))
+            except InvalidStateError:
+                pass
 
 
 async def create(spec: SandboxSpec) -> DockerSandbox:
@@ -193,34 +266,41 @@ def _create(spec: SandboxSpec) -> DockerSandbox:
     image = _image(spec.image)
     name = f"agentgym-{uuid.uuid4().hex[:12]}"
     mounts = "rw,nosuid,nodev,exec,size={}m,{}"
+    host = docker.api.create_host_config(
+        init=True, auto_remove=True, runtime=_runtime(), network_mode="bridge" if spec.network else "none",
+        mem_limit=f"{spec.memory_mb}m", memswap_limit=f"{spec.memory_mb}m", nano_cpus=int(spec.cpus * 1e9),
+        pids_limit=spec.pids, read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges"],
+        tmpfs={spec.workdir: mounts.format(spec.memory_mb, "uid=1000,gid=1000,mode=0755"),
+               "/tmp": mounts.format(min(TMP_MB, spec.memory_mb), "mode=1777")},
+        log_config={"type": "none", "config": {}})
     try:
-        container = docker.containers.create(
-            image, ["sleep", "infinity"], name=name, detach=True, init=True, user=AGENT_USER,
-            working_dir=spec.workdir, environment={"HOME": spec.workdir, "LANG": "C.UTF-8"},
-            labels={LABEL: "1", OWNER_LABEL: owner()}, runtime=_runtime(),
-            network_mode="bridge" if spec.network else "none",
-            mem_limit=f"{spec.memory_mb}m", memswap_limit=f"{spec.memory_mb}m",
-            nano_cpus=int(spec.cpus * 1e9), pids_limit=spec.pids,
-            read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges"],
-            tmpfs={spec.workdir: mounts.format(spec.memory_mb, "uid=1000,gid=1000,mode=0755"),
-                   "/tmp": mounts.format(min(TMP_MB, spec.memory_mb), "mode=1777")},
-        )
+        docker.api.create_container(
+            image, SERVER, name=name, user=AGENT_USER, working_dir=spec.workdir, stdin_open=True, detach=False,
+            environment={"HOME": spec.workdir, "LANG": "C.UTF-8", SERVER_ENV: _server_source()}, labels={LABEL: "1", OWNER_LABEL: owner()},
+            host_config=host)
     except errors.ImageNotFound as exc:
         raise SandboxUnavailable(f"image {image} is not present here: docker pull {image}") from exc
     except (errors.DockerException, OSError) as exc:
         raise SandboxStartError(f"cannot create a container from {image}: {exc}") from exc
     try:
-        container.start()
+        stream = docker.api.attach_socket(name, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+        docker.api.start(name)
     except (errors.DockerException, OSError) as exc:
         _remove(name)
         raise SandboxStartError(f"container {name} from {image} did not start: {exc}") from exc
-    return DockerSandbox(spec, name)
+    largest = max(spec.output_limit, spec.file_limit) * 2 * 4 // 3  # two streams, as base64
+    return DockerSandbox(spec, name, _Channel(stream, name, max_frame=largest + 64 * 1024))
 
 
 def _discard(creating: Future[DockerSandbox]) -> None:
     """Remove the container of a creation nobody waits for any more (runs in the creating thread)."""
     if not creating.cancelled() and creating.exception() is None:
         _remove(creating.result().id)
+
+
+@functools.cache
+def _server_source() -> str:
+    return Path(exec_server.__file__).read_text()
 
 
 def _image(image: str) -> str:
@@ -253,76 +333,23 @@ def _labelled() -> list[dict[str, Any]]:
 
 
 def _remove(name: str) -> None:
-    """Remove container ``name`` and what it holds; one already gone (or going) is fine."""
+    """Remove container ``name`` and what it holds, returning once it is gone; one already gone is fine, and
+    one Docker is already removing (it stopped, and removes itself) is waited for."""
     errors = docker_module().errors
+    deadline = time.monotonic() + REMOVE_WAIT
     try:
         client().api.remove_container(name, force=True)
     except errors.NotFound:
-        pass
+        return
     except errors.APIError as exc:
         if "already in progress" not in str(exc):
             raise SandboxDied(f"cannot remove sandbox {name}: {exc}") from exc
+        while time.monotonic() < deadline:
+            try:
+                client().api.inspect_container(name)
+            except errors.NotFound:
+                return
+            time.sleep(0.05)
+        raise SandboxDied(f"sandbox {name} was still being removed after {REMOVE_WAIT:g} s") from exc
     except (errors.DockerException, OSError) as exc:
         raise SandboxDied(f"cannot remove sandbox {name}: {exc}") from exc
-
-
-def _feed(connection: socket.socket, data: bytes) -> None:
-    """Send a command's stdin, then end it (the command sees end of file); a command gone early is fine."""
-    try:
-        if data:
-            connection.sendall(data)
-        connection.shutdown(socket.SHUT_WR)
-    except OSError:
-        pass
-
-
-class _Capture:
-    """The first ``limit`` bytes of one output stream; the rest is counted as cut and dropped."""
-
-    def __init__(self, limit: int) -> None:
-        self.data = bytearray()
-        self.limit = limit
-        self.truncated = False
-
-    def add(self, chunk: bytes) -> None:
-        room = self.limit - len(self.data)
-        if len(chunk) > room:
-            self.truncated = True
-        self.data += chunk[:room] if room > 0 else b""
-
-
-def _read_frames(connection: socket.socket, limit: int, deadline: float, sandbox_id: str) -> tuple[
-        _Capture, _Capture]:
-    """Read Docker's multiplexed stream (8-byte header: stream, size; then the payload) to its end, keeping
-    at most ``limit`` bytes per stream and never holding more than one chunk of the rest."""
-    captures = {1: _Capture(limit), 2: _Capture(limit)}
-
-    def receive(size: int) -> bytes:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise SandboxDied(f"sandbox {sandbox_id} did not finish a command in time")
-        connection.settimeout(remaining)
-        try:
-            return connection.recv(size)
-        except TimeoutError as exc:
-            raise SandboxDied(f"sandbox {sandbox_id} did not finish a command in time") from exc
-        except OSError as exc:
-            raise SandboxDied(f"sandbox {sandbox_id} lost a command's output: {exc}") from exc
-
-    while True:
-        header = b""
-        while len(header) < _HEADER.size:
-            chunk = receive(_HEADER.size - len(header))
-            if not chunk:
-                if header:
-                    raise SandboxDied(f"sandbox {sandbox_id} cut a command's output mid-frame")
-                return captures[1], captures[2]
-            header += chunk
-        kind, size = _HEADER.unpack(header)
-        capture = captures.get(kind, captures[1])
-        while size:
-            chunk = receive(min(size, _CHUNK))
-            if not chunk:
-                raise SandboxDied(f"sandbox {sandbox_id} cut a command's output mid-frame")
-            capture.add(chunk)
-            size -= len(chunk)

@@ -2,6 +2,8 @@
 
 A returned sandbox is closed, never handed out again, so no state crosses from one episode to the next;
 the pool starts fresh ones in the background to stay ``size`` warm, never holding more than ``max_size``.
+A warm sandbox has answered a command before it is handed out, and one that died while waiting
+(:attr:`Sandbox.alive`) is replaced, so :meth:`SandboxPool.acquire` asks no sandbox anything.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from agentgym.sandboxes.base import Sandbox, SandboxSpec
 from agentgym.sandboxes.errors import SandboxClosed, SandboxError, SandboxStartError
 
 HEALTH_TIMEOUT = 10.0
-"""Seconds a warm sandbox has to answer ``true`` before it is replaced."""
+"""Seconds a new sandbox has to answer ``true`` before it counts as failed to start."""
 
 
 @dataclass
@@ -26,9 +28,9 @@ class PoolMetrics:
     acquired: int = 0
     created: int = 0
     start_failures: int = 0
-    """Sandboxes that failed to start."""
+    """Sandboxes that failed to start or to answer their first command."""
     replaced: int = 0
-    """Warm sandboxes that failed their health check and were replaced."""
+    """Warm sandboxes that died while waiting, replaced at acquire."""
     acquire_seconds_total: float = 0.0
     acquire_seconds_max: float = 0.0
 
@@ -53,6 +55,9 @@ class SandboxPool:
         self._idle: list[Sandbox] = []
         self._leased: set[Sandbox] = set()
         self._starting = 0
+        """Sandboxes an acquire is starting for itself."""
+        self._warming = 0
+        """Sandboxes starting in the background for the idle list; counted down as one lands there."""
         self._room = asyncio.Condition()
         self._fillers: set[asyncio.Task[None]] = set()
         self._closed = False
@@ -60,10 +65,10 @@ class SandboxPool:
     @property
     def live(self) -> int:
         """Sandboxes that exist or are starting: idle, handed out and on their way."""
-        return len(self._idle) + len(self._leased) + self._starting
+        return len(self._idle) + len(self._leased) + self._starting + self._warming
 
     async def acquire(self) -> Sandbox:
-        """A started sandbox that just answered a health check; waits while ``max_size`` are out. Raises
+        """A started sandbox, warm when one is; waits while ``max_size`` are out. Raises
         :class:`SandboxStartError` when a new one cannot start, :class:`SandboxClosed` after :meth:`close`."""
         started = time.perf_counter()
         sandbox = await self._take()
@@ -107,37 +112,33 @@ class SandboxPool:
                 raise SandboxClosed("the sandbox pool is closed")
             if self._idle:
                 sandbox = self._idle.pop()
-                if await self._healthy(sandbox):
+                if sandbox.alive:
                     return sandbox
                 self.metrics.replaced += 1
                 await sandbox.close()
                 continue
             if self.live < self.max_size:
-                return await self._start()
+                self._starting += 1
+                try:
+                    return await self._start()
+                finally:
+                    self._starting -= 1
             async with self._room:
                 await self._room.wait()
 
     async def _start(self) -> Sandbox:
-        self._starting += 1
         try:
             sandbox = await open_sandbox(self.backend, self.spec)
         except SandboxError as exc:
             self.metrics.start_failures += 1
             raise SandboxStartError(f"a {self.backend} sandbox could not start: {exc}") from exc
-        finally:
-            self._starting -= 1
         self.metrics.created += 1
         return sandbox
 
-    async def _healthy(self, sandbox: Sandbox) -> bool:
-        try:
-            return (await sandbox.exec(["true"], timeout=HEALTH_TIMEOUT)).ok
-        except SandboxError:
-            return False
-
     def _refill(self) -> None:
-        missing = min(self.size - len(self._idle) - self._starting, self.max_size - self.live)
+        missing = min(self.size - len(self._idle) - self._warming, self.max_size - self.live)
         for _ in range(max(0, missing) if not self._closed else 0):
+            self._warming += 1
             task = asyncio.get_running_loop().create_task(self._warm_one())
             self._fillers.add(task)
             task.add_done_callback(self._fillers.discard)
@@ -145,13 +146,25 @@ class SandboxPool:
     async def _warm_one(self) -> None:
         try:
             sandbox = await self._start()
+            healthy = not self._closed and await self._answers(sandbox)
         except SandboxStartError:
             return  # counted; the next acquire starts one itself and reports the cause
-        if self._closed:
+        finally:
+            self._warming -= 1
+        if healthy:
+            self._idle.append(sandbox)
+        else:
             await sandbox.close()
-            return
-        self._idle.append(sandbox)
         await self._notify()
+
+    async def _answers(self, sandbox: Sandbox) -> bool:
+        try:
+            if (await sandbox.exec(["true"], timeout=HEALTH_TIMEOUT)).ok:
+                return True
+        except SandboxError:
+            pass
+        self.metrics.start_failures += 1
+        return False
 
     async def _notify(self) -> None:
         async with self._room:

@@ -4,19 +4,24 @@ reachable from the host, and a container that dies under a sandbox is reported a
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import shutil
+import socket
 import time
 import urllib.request
 
 import pytest
 
-from agentgym.sandboxes import SandboxDied, SandboxError, SandboxUnavailable, open_sandbox
+from agentgym.sandboxes import SandboxDied, SandboxError, SandboxUnavailable, open_sandbox, reap
 from agentgym.sandboxes.base import LABEL, OWNER_LABEL, MiB, owner
 from agentgym.sandboxes.docker_engine import client
 from agentgym.sandboxes.docker_sandbox import live
 from agentgym.sandboxes.images import DEFINITIONS, build_images, content_tag, image_tag, rootfs_tag
+from agentgym.sandboxes.pool import SandboxPool
 from tests.sandboxes.conftest import run
+from tests.sandboxes.test_isolation import sandbox_of_a_killed_process
+from tests.sandboxes.test_pool import settle
 
 pytestmark = pytest.mark.docker
 
@@ -98,7 +103,7 @@ def test_a_tag_changes_with_the_bytes_of_its_definition_and_of_what_it_is_built_
 def test_expose_reaches_a_server_inside_a_networked_sandbox(opened):
     sandbox = opened(network=True)
     run(sandbox.write_file("hello.txt", "hello from inside"))
-    run(sandbox.exec("python3 -m http.server 8000 >server.log 2>&1 &", timeout=10))
+    run(sandbox.exec("setsid -f python3 -m http.server 8000 >server.log 2>&1", timeout=10))
     address = run(sandbox.expose(8000))
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     deadline = time.monotonic() + 20
@@ -123,6 +128,58 @@ def test_a_container_killed_from_outside_makes_the_next_exec_raise_sandbox_died(
         run(sandbox.exec("true", timeout=10))
     run(sandbox.close())
     assert sandbox.id not in live()
+
+
+def test_the_container_removes_itself_when_the_process_that_made_it_is_killed(docker_engine):
+    orphan = sandbox_of_a_killed_process("docker")
+    deadline = time.monotonic() + 20
+    while orphan in live() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert orphan not in live()
+
+
+def test_reap_removes_the_containers_of_dead_owners_and_keeps_the_rest(docker_engine):
+    dead = f"{socket.gethostname()}:{os.getpid()}:0"  # this pid with another start time: a process that ended
+    made = {}
+    try:
+        for who in (dead, owner()):
+            made[who] = client().containers.run(image_tag("python"), ["sleep", "infinity"], detach=True,
+                                                network_mode="none", labels={LABEL: "1", OWNER_LABEL: who}).name
+        assert reap(("docker",)) >= 1
+        assert made[dead] not in live() and made[owner()] in live()
+    finally:
+        for name in made.values():
+            if name in live():
+                client().api.remove_container(name, force=True)
+
+
+def test_a_warm_container_killed_from_outside_is_found_dead_and_replaced_by_the_pool(docker_engine):
+    async def scenario() -> None:
+        async with SandboxPool("docker", size=1) as pool:
+            await pool.release(await pool.acquire())
+            await settle(pool)
+            warm = pool._idle[0]
+            assert warm.alive
+            client().api.kill(warm.id)
+            for _ in range(200):
+                if not warm.alive:
+                    break
+                await asyncio.sleep(0.05)
+            assert not warm.alive
+            replacement = await pool.acquire()
+            assert replacement is not warm and (await replacement.exec("echo ok", timeout=10)).stdout == "ok\n"
+            assert pool.metrics.replaced == 1
+
+    run(scenario())
+
+
+def test_a_sandbox_that_garbles_its_answer_stream_is_reported_dead_not_believed(opened):
+    sandbox = opened()
+    with pytest.raises(SandboxDied):  # the container's init shares the server's stdout
+        run(sandbox.exec("printf 'garbage, not a frame' > /proc/1/fd/1; sleep 1", timeout=10))
+    assert not sandbox.alive
+    with pytest.raises(SandboxDied):
+        run(sandbox.exec("true", timeout=10))
 
 
 def test_a_command_that_ignores_the_polite_stop_is_killed_and_counts_as_timed_out(opened):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
@@ -36,6 +37,17 @@ def test_commands_run_with_output_exit_status_stdin_env_and_cwd(sandbox_of):
     run(sandbox.exec("mkdir -p sub", timeout=10))
     assert run(sandbox.exec("pwd; echo oops >&2", timeout=10, cwd="sub")).stdout.strip() == "/work/sub"
     assert run(sandbox.exec("echo oops >&2", timeout=10)).stderr == "oops\n"
+
+
+def test_concurrent_commands_in_one_sandbox_each_get_their_own_answer(sandbox_of):
+    sandbox = sandbox_of()
+
+    async def many():
+        return await asyncio.gather(*(sandbox.exec(f"sleep 0.$((N % 3)); echo $N; exit {i % 5}", timeout=30,
+                                                   env={"N": str(i)}) for i in range(24)))
+
+    results = run(many())
+    assert [(r.stdout, r.exit_code) for r in results] == [(f"{i}\n", i % 5) for i in range(24)]
 
 
 def test_files_round_trip_and_errors_are_the_builtin_ones(sandbox_of):
@@ -115,7 +127,7 @@ def test_a_fork_bomb_hits_the_pids_limit_and_the_host_stays_responsive(sandbox_o
     assert result.timed_out or result.exit_code != 0 or "retry" in result.stderr or "fork" in result.stderr
     assert max(latencies) < 2.0, max(latencies)
     after = run(sandbox.exec("ps -e --no-headers | wc -l", timeout=10))
-    assert int(after.stdout.strip()) < 10  # the bomb's processes are gone
+    assert after.ok and int(after.stdout) < 10, after  # the bomb's processes are gone
 
 
 def test_a_timeout_kills_the_whole_process_tree(sandbox_of):
@@ -131,6 +143,15 @@ def test_a_timeout_kills_the_whole_process_tree(sandbox_of):
     assert not on_host
 
 
+def test_what_a_finished_command_left_running_is_killed_when_it_ends(sandbox_of):
+    sandbox = sandbox_of()
+    marker = str(800 + os.getpid() % 97)
+    result = run(sandbox.exec(f"sleep {marker}1 & (sleep {marker}2 >/dev/null 2>&1 &); echo started", timeout=30))
+    assert result.ok and result.stdout == "started\n" and result.duration < 5
+    left = run(sandbox.exec(f"ps -eo args | grep -c '^sleep {marker}' || true", timeout=10))
+    assert left.stdout.strip() == "0"
+
+
 def test_a_gigabyte_of_output_is_capped_not_buffered(sandbox_of):
     sandbox = sandbox_of(output_limit=1 << 20)
     host = psutil.Process()
@@ -144,7 +165,7 @@ def test_a_gigabyte_of_output_is_capped_not_buffered(sandbox_of):
 
 def test_close_leaves_nothing_and_is_idempotent(sandbox_of, backend):
     sandbox = sandbox_of()
-    run(sandbox.exec("sleep 300 &", timeout=10))
+    run(sandbox.exec("setsid -f sleep 300", timeout=10))
     run(sandbox.close())
     run(sandbox.close())
     assert sandbox.id not in backend_module(backend).live()
@@ -152,13 +173,21 @@ def test_close_leaves_nothing_and_is_idempotent(sandbox_of, backend):
         run(sandbox.exec("true", timeout=5))
 
 
-def test_reap_removes_what_a_killed_process_left(backend):
+def test_nothing_is_left_after_the_process_that_made_a_sandbox_is_killed(backend):
+    orphan = sandbox_of_a_killed_process(backend)
+    module = backend_module(backend)
+    reap((backend,))
+    assert orphan not in module.live()
+
+
+def sandbox_of_a_killed_process(backend: str) -> str:
+    """The id of a sandbox whose maker (a child process, running a service in it) was killed with SIGKILL."""
     script = textwrap.dedent(f"""
         import asyncio, os, signal
         from agentgym.sandboxes import open_sandbox
         async def main():
             sandbox = await open_sandbox({backend!r})
-            await sandbox.exec("sleep 300 &", timeout=10)
+            await sandbox.exec("setsid -f sleep 300", timeout=10)
             print(sandbox.id, flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
         asyncio.run(main())
@@ -166,8 +195,4 @@ def test_reap_removes_what_a_killed_process_left(backend):
     child = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True,
                            timeout=120)
     assert child.returncode == -9, child.stderr
-    orphan = child.stdout.strip()
-    module = backend_module(backend)
-    assert orphan in module.live()
-    assert reap((backend,)) >= 1
-    assert orphan not in module.live()
+    return child.stdout.strip()

@@ -16,8 +16,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from agentgym.sandboxes import Sandbox, SandboxClosed, SandboxError, SandboxUnavailable, local_sandbox
+from agentgym.sandboxes import Sandbox, SandboxClosed, SandboxError, SandboxUnavailable, local_sandbox, reap
 from tests.sandboxes.conftest import run
+from tests.sandboxes.test_isolation import sandbox_of_a_killed_process
 
 LOOK = textwrap.dedent("""
     import json, os, sys
@@ -165,6 +166,13 @@ def test_close_kills_a_process_that_escaped_with_setsid(sandbox_of):
     marker = str(800 + os.getpid() % 97)
 
     _close_kills_escapees(sandbox, f"setsid sleep {marker} & (setsid sleep {marker} &); sleep 300", marker, 2)
+
+
+def test_reap_removes_the_sandbox_of_a_killed_process(backend):
+    orphan = sandbox_of_a_killed_process(backend)
+    assert orphan in local_sandbox.live()
+    assert reap((backend,)) >= 1
+    assert orphan not in local_sandbox.live()
 
 
 def test_without_a_writable_cgroup_rlimits_bound_memory_and_processes(sandbox_of, monkeypatch, tmp_path):

@@ -10,10 +10,10 @@ from agentgym.sandboxes import SandboxClosed, SandboxSpec, backend_module
 from agentgym.sandboxes.pool import SandboxPool, release_pool, retain_pool
 
 
-async def _settle(pool: SandboxPool) -> None:
+async def settle(pool: SandboxPool) -> None:
     """Wait until the pool has finished warming up."""
     for _ in range(600):
-        if pool._starting == 0 and not pool._fillers:
+        if not pool._fillers:
             return
         await asyncio.sleep(0.05)
     raise AssertionError("the pool never finished warming up")
@@ -24,7 +24,7 @@ def test_sandboxes_are_warm_fresh_per_episode_and_counted(backend):
         async with SandboxPool(backend, size=2) as pool:
             first = await pool.acquire()
             await first.write_file("state.txt", "episode 1")
-            await _settle(pool)
+            await settle(pool)
             assert len(pool._idle) == 2  # warmed up behind the first acquire
             await pool.release(first)
             assert first.closed and first.id not in backend_module(backend).live()
@@ -43,7 +43,8 @@ def test_a_dead_warm_sandbox_is_replaced(backend):
     async def scenario() -> None:
         async with SandboxPool(backend, size=1) as pool:
             await pool.release(await pool.acquire())
-            await _settle(pool)
+            await settle(pool)
+            assert len(pool._idle) == 1  # warmed up to its size, not past it
             warm = pool._idle[0]
             await warm.close()  # dies behind the pool's back
             replacement = await pool.acquire()
@@ -71,7 +72,7 @@ def test_closing_the_pool_removes_idle_and_handed_out_sandboxes(backend):
     async def scenario() -> list[str]:
         pool = SandboxPool(backend, size=2)
         leased = await pool.acquire()
-        await _settle(pool)
+        await settle(pool)
         ids = [leased.id, *(s.id for s in pool._idle)]
         await pool.close()
         await pool.close()
