@@ -125,8 +125,11 @@ def main() -> None:
     parser.add_argument("--execs", type=int, default=300)
     parser.add_argument("--work", type=float, default=0.5, help="seconds an episode holds its sandbox")
     parser.add_argument("--warm", type=int, default=2, help="sandboxes the pool keeps warm")
+    parser.add_argument("--quick", action="store_true", help="15 episodes and 60 round trips")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "sandbox.json")
     args = parser.parse_args()
+    if args.quick:
+        args.episodes, args.execs = 15, 60
     results: dict[str, object] = {}
     engine = None
     spec = SandboxSpec()
