@@ -47,6 +47,7 @@ from agentgym.sandboxes.errors import (
     SandboxStartError,
     SandboxUnavailable,
 )
+from agentgym.sandboxes.exec_server import Capture
 
 STATE_DIR = Path(tempfile.gettempdir()) / "agentgym-sandboxes"
 """Holds one ``<id>`` directory per sandbox: ``owner``, ``work`` (the work dir), ``tmp`` (its ``/tmp``) and
@@ -116,10 +117,10 @@ class LocalSandbox(Sandbox):
         host_deadline = False
         try:
             async with asyncio.timeout(timeout + KILL_GRACE + HOST_SLACK):
-                (out, out_cut), (err, err_cut), _, code = await asyncio.shield(io)
+                out, err, _, code = await asyncio.shield(io)
         except TimeoutError:
             host_deadline = True
-            (out, out_cut), (err, err_cut), _, code = await self._stop(proc, io)
+            out, err, _, code = await self._stop(proc, io)
         except BaseException:
             with contextlib.suppress(BaseException):
                 await self._stop(proc, io)
@@ -129,7 +130,7 @@ class LocalSandbox(Sandbox):
         exit_code, elapsed = 128 - code if code < 0 else code, time.monotonic() - started
         timed_out = host_deadline or (elapsed >= timeout and (
             exit_code == TIMEOUT_EXIT or (exit_code == _KILLED and elapsed >= timeout + KILL_GRACE)))
-        return RawResult(exit_code, out, err, timed_out, out_cut or err_cut)
+        return RawResult(exit_code, bytes(out.data), bytes(err.data), timed_out, out.truncated or err.truncated)
 
     async def _stop(self, proc: asyncio.subprocess.Process, io: asyncio.Future[list[Any]]) -> list[Any]:
         """Kill the outer ``bwrap`` (its namespace dies with it) and collect what the command wrote."""
@@ -404,14 +405,12 @@ def _remove_cgroups(sandbox_id: str) -> None:
                 time.sleep(0.01)
 
 
-async def _capture(stream: asyncio.StreamReader, limit: int) -> tuple[bytes, bool]:
-    """Read ``stream`` to its end, keeping the first ``limit`` bytes; whether more came."""
-    kept, truncated = bytearray(), False
+async def _capture(stream: asyncio.StreamReader, limit: int) -> Capture:
+    """Read ``stream`` to its end, keeping the first ``limit`` bytes."""
+    capture = Capture(limit)
     while chunk := await stream.read(1 << 16):
-        room = limit - len(kept)
-        truncated = truncated or len(chunk) > room
-        kept += chunk[:room]
-    return bytes(kept), truncated
+        capture.add(chunk)
+    return capture
 
 
 async def _feed(stream: asyncio.StreamWriter | None, data: bytes | None) -> None:
