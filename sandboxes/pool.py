@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Self
 
+from agentgym.loop_shared import LoopShared
 from agentgym.sandboxes import open_sandbox
 from agentgym.sandboxes.base import Sandbox, SandboxSpec
 from agentgym.sandboxes.errors import SandboxClosed, SandboxError, SandboxStartError
@@ -171,27 +172,16 @@ class SandboxPool:
             self._room.notify_all()
 
 
-_SHARED: dict[tuple[int, str, str], tuple[SandboxPool, int]] = {}
-"""(event loop, backend, spec) -> the pool environments share there, and how many hold it."""
+_SHARED: LoopShared[SandboxPool] = LoopShared(SandboxPool.close)
 
 
 def retain_pool(backend: str, spec: SandboxSpec, size: int) -> SandboxPool:
     """The pool of ``backend`` and ``spec`` shared by the environments on the running event loop; each call
     must be matched by one :func:`release_pool`, and the last one closes it."""
-    key = (id(asyncio.get_running_loop()), backend, spec.model_dump_json())
-    pool, holders = _SHARED.get(key, (None, 0))
-    if pool is None:
-        pool = SandboxPool(backend, spec, size=size, max_size=max(64, size))
-    _SHARED[key] = (pool, holders + 1)
-    return pool
+    return _SHARED.retain((backend, spec.model_dump_json()),
+                          lambda: SandboxPool(backend, spec, size=size, max_size=max(64, size)))
 
 
 async def release_pool(pool: SandboxPool) -> None:
     """Let go of a pool from :func:`retain_pool`; the last holder closes it."""
-    for key, (shared, holders) in list(_SHARED.items()):
-        if shared is pool:
-            if holders > 1:
-                _SHARED[key] = (shared, holders - 1)
-                return
-            del _SHARED[key]
-    await pool.close()
+    await _SHARED.release(pool)
