@@ -1,4 +1,4 @@
-"""The environments bundled with agentgym, one subpackage per family (``games``, ``tools``)."""
+"""The environments bundled with agentgym, one subpackage per family (``games``, ``tools``, ``web``)."""
 
 from agentgym.registration import register
 
@@ -34,4 +34,10 @@ def register_envs() -> None:
         "agentgym.envs.tools.shell:ShellEnv",
         tags=("tools", "shell", "sandbox", "multi-turn"),
         description="Find, fix and transform files in a sandbox with bash, then submit.",
+    )
+    register(
+        "web/Shop-v0",
+        "agentgym.envs.web.shop:ShopEnv",
+        tags=("web", "browser", "shopping", "multi-turn"),
+        description="Find the product an instruction describes in a web shop, choose its options and buy it.",
     )

@@ -35,8 +35,9 @@ def render(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = 
 
 def bundled_env_ids() -> list[str]:
     """The ids of the environments that ship with agentgym (entry point inside ``agentgym.envs``), except
-    those tagged ``sandbox``: building a tokenizer must not start containers."""
-    return [s.id for s in list_envs() if s.entry_point.startswith("agentgym.envs.") and "sandbox" not in s.tags]
+    those tagged ``sandbox`` or ``browser``: building a tokenizer must not start containers or browsers."""
+    return [s.id for s in list_envs()
+            if s.entry_point.startswith("agentgym.envs.") and not {"sandbox", "browser"} & set(s.tags)]
 
 
 def corpus(episodes: int = 4, *, seed: int = 0) -> Iterator[str]:

@@ -1,0 +1,1 @@
+"""Web environments: bundled sites served locally, played in a real Chromium through Playwright."""

@@ -1,0 +1,294 @@
+"""The base of web environments: a bundled site, a real Chromium page per episode, BrowserGym-style tools.
+
+The agent reads the page as its accessibility tree (Playwright's aria snapshot, each element with an id
+such as ``e12``), the URL and, with ``screenshot=True``, an image of the page; it acts through tools that
+name those ids. Every episode gets its own site session (its own cart, mail, bookings) and its own browser
+context, so parallel episodes never see each other. Rewards come from the site's state, read by
+:meth:`WebEnv.score` when the agent says it is done with ``send_msg_to_user``.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from typing import Any, ClassVar, Protocol
+from urllib.parse import urljoin, urlsplit
+
+from agentgym.core import Env
+from agentgym.envs.web.browser import Browser, BrowserCrashed, release_browser, retain_browser
+from agentgym.envs.web.server import serve, unserve
+from agentgym.errors import ToolError
+from agentgym.messages import ContentPart, ImagePart, Message, TextPart
+from agentgym.tools import tool
+
+SNAPSHOT_LIMIT = 24_000
+"""Characters of the accessibility tree shown per observation; the rest is cut with a note."""
+_REF = re.compile(r"(?:f[0-9]+)?e[0-9]+")
+"""An element id of an aria snapshot: ``e12``, or ``f1e12`` for an element of a later page or a frame."""
+
+TOOLS_PROMPT = """You use a web browser. Each observation shows the page's URL and its accessibility tree, one
+element per line as `role "name" [ref=e12]`; use those ids to act.
+Tools:
+- click(element): click the element with that id.
+- fill(element, text): replace the text in a text box.
+- select_option(element, value): choose an option (by its text or value) in a drop-down.
+- press(key): press a key on the focused element, e.g. "Enter" or "Tab".
+- scroll(dx, dy): scroll the page by that many pixels.
+- goto(url): open a page of this site, e.g. "/cart".
+- go_back(): go back one page.
+- send_msg_to_user(text): say you are done (with your answer, if the task asks for one); the episode ends."""
+
+
+class Site(Protocol):
+    """A bundled web site: an ASGI app whose state is kept per session (selected by a cookie)."""
+
+    name: str
+    session_cookie: str
+
+    def app(self) -> Any:
+        """The ASGI application (made once per process)."""
+
+    def new_session(self) -> str:
+        """A fresh session id with empty state."""
+
+    def end_session(self, session: str) -> None:
+        """Drop a session's state."""
+
+
+class WebEnv(Env):
+    """An episode on a bundled :class:`Site` in Chromium. A subclass names its :attr:`site`, writes ``setup``
+    (draw a task, then ``await self.open_site()``) and :meth:`score`, and may use :meth:`find` in its oracle."""
+
+    execution = "inline"
+    default_max_turns = 30
+    start_path: ClassVar[str] = "/"
+
+    def __init__(self, *, screenshot: bool = False, **kwargs: Any) -> None:
+        """``screenshot``: each observation also carries a PNG of the page (for vision-language agents)."""
+        super().__init__(**kwargs)
+        self.screenshot = screenshot
+        self.message: str | None = None
+        """What the agent said with ``send_msg_to_user``."""
+        self.snapshot = ""
+        """The accessibility tree of the last observation."""
+        self.session: str | None = None
+        self._base: str | None = None
+        self._browser: Browser | None = None
+        self._page: Any = None
+
+    @property
+    def site(self) -> Site:
+        """The site this environment's episodes run on."""
+        raise NotImplementedError(f"{type(self).__name__} must name its site")
+
+    def score(self) -> tuple[float, bool]:
+        """The reward and success of the episode, read from the site's state for this session."""
+        raise NotImplementedError(f"{type(self).__name__} must implement score()")
+
+    async def open_site(self) -> list[ContentPart]:
+        """Start this episode's site session and browser page at :attr:`start_path`; its first observation."""
+        await self._end_episode()
+        if self._base is None:
+            self._base = serve(self.site.name, self.site.app())
+        if self._browser is None:
+            self._browser = retain_browser()
+        self.session = self.site.new_session()
+        self.message = None
+        self._page = await self._browser.open_page()
+        context = self._page.context
+        await context.add_cookies([{"name": self.site.session_cookie, "value": self.session, "url": self._base}])
+        await context.route(lambda url: not url.startswith(self._base), lambda route: route.abort())
+        await self._act("open the site", self._page.goto(self._base + self.start_path))
+        return await self.observe()
+
+    async def observe(self) -> list[ContentPart]:
+        """The page as the agent sees it: URL, title, accessibility tree (and a screenshot if asked)."""
+        page = self._page
+        try:
+            title = await page.title()
+            tree = await page.aria_snapshot(mode="ai")
+            image = await page.screenshot(type="png") if self.screenshot else None
+        except Exception as exc:
+            raise self._failure("read the page", exc) from exc
+        if len(tree) > SNAPSHOT_LIMIT:
+            tree = tree[:SNAPSHOT_LIMIT] + "\n[… the rest of the page is cut; scroll or open a narrower page]"
+        self.snapshot = tree
+        parts: list[ContentPart] = [TextPart(text=f"URL: {self.path}\nTitle: {title}\n{tree}")]
+        if image is not None:
+            parts.append(ImagePart(data=base64.b64encode(image).decode()))
+        return parts
+
+    @property
+    def path(self) -> str:
+        """The current page's path and query on the site."""
+        parts = urlsplit(self._page.url)
+        return parts.path + (f"?{parts.query}" if parts.query else "")
+
+    def find(self, role: str, name: str) -> str:
+        """The id of the element with this role and exact accessible name in the last observation."""
+        match = re.search(rf'- {re.escape(role)} "{re.escape(name)}"[^\n]*?\[ref=({_REF.pattern})\]', self.snapshot)
+        if match is None:
+            raise LookupError(f'no {role} "{name}" on the page')
+        return match.group(1)
+
+    # -- tools --------------------------------------------------------------------------------------
+
+    @tool
+    async def click(self, element: str) -> list[ContentPart]:
+        """Click an element.
+
+        Args:
+            element: The element's id from the page, e.g. "e12".
+        """
+        await self._act(f"click {element}", self._locate(element).click())
+        return await self._after()
+
+    @tool
+    async def fill(self, element: str, text: str) -> list[ContentPart]:
+        """Replace the text in a text box.
+
+        Args:
+            element: The text box's id, e.g. "e7".
+            text: The text to put there.
+        """
+        await self._act(f"fill {element}", self._locate(element).fill(text))
+        return await self._after()
+
+    @tool
+    async def select_option(self, element: str, value: str) -> list[ContentPart]:
+        """Choose an option in a drop-down list.
+
+        Args:
+            element: The drop-down's id, e.g. "e9".
+            value: The option's text or value.
+        """
+        await self._act(f"select {value!r} in {element}", self._locate(element).select_option(value))
+        return await self._after()
+
+    @tool
+    async def press(self, key: str) -> list[ContentPart]:
+        """Press a key (or a combination such as "Control+A") on the focused element.
+
+        Args:
+            key: A key name such as "Enter", "Tab", "ArrowDown" or "a".
+        """
+        await self._act(f"press {key}", self._page.keyboard.press(key))
+        return await self._after()
+
+    @tool
+    async def scroll(self, dx: int, dy: int) -> list[ContentPart]:
+        """Scroll the page.
+
+        Args:
+            dx: Pixels to the right (negative: left).
+            dy: Pixels down (negative: up).
+        """
+        await self._act("scroll", self._page.mouse.wheel(dx, dy))
+        return await self._after()
+
+    @tool
+    async def goto(self, url: str) -> list[ContentPart]:
+        """Open a page of this site.
+
+        Args:
+            url: A path such as "/cart", or a full address on this site.
+        """
+        assert self._base is not None
+        target = urljoin(self._base + "/", url)
+        if urlsplit(target).netloc != urlsplit(self._base).netloc or urlsplit(target).scheme != "http":
+            raise ToolError(f"goto is limited to this site; {url!r} is elsewhere. Use a path such as \"/\".")
+        await self._act(f"open {url}", self._page.goto(target))
+        return await self._after()
+
+    @tool
+    async def go_back(self) -> list[ContentPart]:
+        """Go back to the previous page."""
+        await self._act("go back", self._page.go_back())
+        return await self._after()
+
+    @tool
+    async def send_msg_to_user(self, text: str) -> str:
+        """Say you are done, with your answer if the task asks for one. The episode ends.
+
+        Args:
+            text: Your message, e.g. "I placed the order." or the answer asked for.
+        """
+        self.message = text
+        reward, success = self.score()
+        self.finish(success=success, reward=reward)
+        return "Done. " + ("The task is complete." if success else "The task is not complete.")
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        await self._let_go()
+        super().close()
+
+    def close(self) -> None:
+        if self._browser is not None or self._base is not None:
+            self._run_sync(self._let_go())
+        super().close()
+
+    async def _let_go(self) -> None:
+        """End the episode, then give back the browser and the site server (the last holder stops them)."""
+        await self._end_episode()
+        browser, self._browser = self._browser, None
+        if browser is not None:
+            await release_browser(browser)
+        if self._base is not None:
+            self._base = None
+            unserve(self.site.name)
+
+    # -- plumbing -----------------------------------------------------------------------------------
+
+    def _locate(self, element: str) -> Any:
+        if not _REF.fullmatch(element):
+            raise ToolError(f"{element!r} is not an element id; ids look like \"e12\" (see the page)")
+        return self._page.locator(f"aria-ref={element}")
+
+    async def _act(self, what: str, action: Any) -> None:
+        """Await a Playwright action: a mistake (no such element, not editable, timed out) is the agent's
+        and becomes a :class:`ToolError` carrying the page; a dead browser is a :class:`BrowserCrashed`."""
+        try:
+            await action
+        except Exception as exc:
+            failure = self._failure(what, exc)
+            if isinstance(failure, BrowserCrashed):
+                raise failure from exc
+            page = (await self.observe())[0]
+            assert isinstance(page, TextPart)
+            raise ToolError(f"{failure}\n\n{page.text}") from None
+
+    async def _after(self) -> list[ContentPart]:
+        try:
+            await self._page.wait_for_load_state()
+        except Exception as exc:
+            raise self._failure("wait for the page", exc) from exc
+        return await self.observe()
+
+    def _failure(self, what: str, exc: Exception) -> Exception:
+        if self._browser is None or not self._browser.connected or self._page.is_closed():
+            return BrowserCrashed(f"the browser died while trying to {what}: {str(exc).splitlines()[0]}")
+        return ToolError(f"could not {what}: {_first_line(exc)}")
+
+    async def _end_episode(self) -> None:
+        page, self._page = self._page, None
+        if page is not None and self._browser is not None:
+            await self._browser.close_page(page)
+        if self.session is not None:
+            self.site.end_session(self.session)
+            self.session = None
+
+
+def _first_line(exc: Exception) -> str:
+    """A Playwright error's message without its call log."""
+    text = str(exc).split("Call log:")[0].strip()
+    return text.splitlines()[0].removeprefix("Locator.").strip() if text else type(exc).__name__
+
+
+def opening(instruction: str, page: list[ContentPart]) -> list[Message]:
+    """The opening messages of a web episode: the tools, then the task and the first page."""
+    first = page[0]
+    assert isinstance(first, TextPart)
+    content: list[ContentPart] = [TextPart(text=f"{instruction}\n\n{first.text}"), *page[1:]]
+    return [Message(role="system", content=TOOLS_PROMPT), Message(role="user", content=content)]

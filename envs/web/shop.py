@@ -1,0 +1,130 @@
+"""Shop: find the product an instruction describes in a bundled web shop, choose its options and buy it."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from agentgym.envs.web.env import WebEnv, opening
+from agentgym.envs.web.sites.shop import (
+    Catalog,
+    Instruction,
+    OraclePlan,
+    ShopStore,
+    create_app,
+    generate_catalog,
+    generate_instructions,
+    oracle_plan,
+    score_order,
+)
+from agentgym.messages import Message
+
+BUYER = {"Full name": "Alex Morgan", "Address": "12 Harbour Road, Port Ellen"}
+"""What the oracle types at checkout (any name and address will do)."""
+
+
+class ShopSite:
+    """The shop as a :class:`~agentgym.envs.web.env.Site`: 600 generated products, 240 instructions, and
+    one cart and order history per session."""
+
+    name = "shop"
+    session_cookie = "agentgym_session"
+
+    def __init__(self, seed: int = 0) -> None:
+        self.catalog: Catalog = generate_catalog(seed)
+        self.instructions: tuple[Instruction, ...] = generate_instructions(self.catalog, seed)
+        self.store = ShopStore()
+
+    @functools.cached_property
+    def _app(self) -> Any:
+        return create_app(self.catalog, self.store)
+
+    def app(self) -> Any:
+        return self._app
+
+    def new_session(self) -> str:
+        return self.store.new_session()
+
+    def end_session(self, session: str) -> None:
+        self.store.end(session)
+
+
+@functools.cache
+def shop_site() -> ShopSite:
+    """The shop every environment in this process uses."""
+    return ShopSite()
+
+
+class ShopEnv(WebEnv):
+    """WebShop-style shopping in a real browser: an instruction describes a product (its category, attributes,
+    options to choose and a price cap); the agent searches, filters, opens product pages, picks options, adds
+    to the cart and checks out, then calls ``send_msg_to_user``.
+
+    The reward reads the orders this episode's session placed: the best order line's share of the
+    instruction's checks met (category, each attribute, each option, the price cap); success when all are.
+    Difficulties: ``easy`` (category and one attribute), ``medium`` (+ one option and a price cap), ``hard``
+    (two attributes, every option, a price cap). The reset option ``instruction`` (an index into the site's
+    instructions) plays that one instead of drawing.
+    """
+
+    difficulties = ("easy", "medium", "hard")
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.instruction: Instruction | None = None
+        self.plan: OraclePlan | None = None
+
+    @property
+    def site(self) -> ShopSite:
+        return shop_site()
+
+    async def setup(self, difficulty: str, options: dict[str, Any]) -> list[Message]:
+        if set(options) - {"instruction"}:
+            raise ValueError(f"unknown reset options for Shop: {sorted(set(options) - {'instruction'})}")
+        if "instruction" in options:
+            index = options["instruction"]
+            if not isinstance(index, int) or not 0 <= index < len(self.site.instructions):
+                raise ValueError(f"instruction must be an index from 0 to {len(self.site.instructions) - 1}, "
+                                 f"got {index!r}")
+            self.instruction = self.site.instructions[index]
+        else:
+            candidates = [i for i in self.site.instructions if i.difficulty == difficulty]
+            self.instruction = candidates[int(self.np_random.integers(len(candidates)))]
+        self.plan = oracle_plan(self.instruction, self.site.catalog)
+        return opening(f"Instruction: {self.instruction.text}", await self.open_site())
+
+    def score(self) -> tuple[float, bool]:
+        assert self.instruction is not None and self.session is not None
+        reward = score_order(self.instruction, self.site.store.orders(self.session), self.site.catalog)
+        return reward, reward == 1.0
+
+    def oracle_action(self) -> str:
+        assert self.plan is not None
+        steps = self._oracle_steps(self.plan)
+        tool, role, name, *value = steps[min(self.turn, len(steps) - 1)]
+        if tool == "send_msg_to_user":
+            return self.format_call(tool, text="I placed the order.")
+        arguments = {"element": self.find(role, name)}
+        if tool == "fill":
+            arguments["text"] = value[0]
+        elif tool == "select_option":
+            arguments["value"] = value[0]
+        return self.format_call(tool, **arguments)
+
+    def render_text(self) -> str:
+        return self.instruction.text if self.instruction is not None else ""
+
+    def _oracle_steps(self, plan: OraclePlan) -> list[tuple[str, ...]]:
+        """Each turn's action as (tool, role, accessible name, value)."""
+        title = self.site.catalog.product(plan.product_id).title
+        return [
+            ("fill", "textbox", "Search products", plan.query),
+            ("click", "button", "Search"),
+            ("click", "link", title),
+            *(("select_option", "combobox", option.capitalize(), value) for option, value in plan.options.items()),
+            ("click", "button", "Add to cart"),
+            ("click", "link", "Checkout"),
+            *(("fill", "textbox", label, text) for label, text in BUYER.items()),
+            ("click", "button", "Place order"),
+            ("send_msg_to_user", "", ""),
+        ]
