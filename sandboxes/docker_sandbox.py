@@ -276,8 +276,8 @@ def _create(spec: SandboxSpec) -> DockerSandbox:
     try:
         docker.api.create_container(
             image, SERVER, name=name, user=AGENT_USER, working_dir=spec.workdir, stdin_open=True, detach=False,
-            environment={"HOME": spec.workdir, "LANG": "C.UTF-8", SERVER_ENV: _server_source()}, labels={LABEL: "1", OWNER_LABEL: owner()},
-            host_config=host)
+            environment={"HOME": spec.workdir, "LANG": "C.UTF-8", SERVER_ENV: _server_source()},
+            labels={LABEL: "1", OWNER_LABEL: owner()}, host_config=host)
     except errors.ImageNotFound as exc:
         raise SandboxUnavailable(f"image {image} is not present here: docker pull {image}") from exc
     except (errors.DockerException, OSError) as exc:

@@ -34,10 +34,7 @@ class ShopSite:
         self.catalog: Catalog = generate_catalog(seed)
         self.instructions: tuple[Instruction, ...] = generate_instructions(self.catalog, seed)
         self.store = ShopStore()
-
-    @functools.cached_property
-    def _app(self) -> Any:
-        return create_app(self.catalog, self.store)
+        self._app = create_app(self.catalog, self.store)
 
     def app(self) -> Any:
         return self._app
