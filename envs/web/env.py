@@ -9,13 +9,20 @@ context, so parallel episodes never see each other. Rewards come from the site's
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import re
 from typing import Any, ClassVar, Protocol
 from urllib.parse import urljoin, urlsplit
 
 from agentgym.core import Env
-from agentgym.envs.web.browser import Browser, BrowserCrashed, release_browser, retain_browser
+from agentgym.envs.web.browser import (
+    NAVIGATION_TIMEOUT_MS,
+    Browser,
+    BrowserCrashed,
+    release_browser,
+    retain_browser,
+)
 from agentgym.envs.web.server import serve, unserve
 from agentgym.errors import ToolError
 from agentgym.messages import ContentPart, ImagePart, Message, TextPart
@@ -23,6 +30,16 @@ from agentgym.tools import tool
 
 SNAPSHOT_LIMIT = 24_000
 """Characters of the accessibility tree shown per observation; the rest is cut with a note."""
+WATCH_LEAVING = """(() => {
+  const leaving = () => { window.__agentgymLeaving = true; };
+  addEventListener("submit", (e) => { if (!e.defaultPrevented) leaving(); });
+  addEventListener("click", (e) => {
+    const link = e.target instanceof Element ? e.target.closest("a[href]") : null;
+    if (link && !e.defaultPrevented && !link.getAttribute("href").startsWith("#")) leaving();
+  });
+  addEventListener("beforeunload", leaving);
+})();"""
+"""Run in every document: marks the moment a form is submitted or a link followed, before the navigation."""
 _REF = re.compile(r"(?:f[0-9]+)?e[0-9]+")
 """An element id of an aria snapshot: ``e12``, or ``f1e12`` for an element of a later page or a frame."""
 
@@ -75,6 +92,9 @@ class WebEnv(Env):
         self._base: str | None = None
         self._browser: Browser | None = None
         self._page: Any = None
+        self._navigations = 0
+        """Navigations of the current page's main frame so far."""
+        self._navigated: asyncio.Event | None = None
 
     @property
     def site(self) -> Site:
@@ -95,7 +115,10 @@ class WebEnv(Env):
         self.session = self.site.new_session()
         self.message = None
         self._page = await self._browser.open_page()
+        self._navigated = asyncio.Event()
+        self._page.on("framenavigated", self._count_navigation)
         context = self._page.context
+        await context.add_init_script(script=WATCH_LEAVING)
         await context.add_cookies([{"name": self.site.session_cookie, "value": self.session, "url": self._base}])
         await context.route(lambda url: not url.startswith(self._base), lambda route: route.abort())
         await self._act("open the site", self._page.goto(self._base + self.start_path))
@@ -141,7 +164,7 @@ class WebEnv(Env):
             element: The element's id from the page, e.g. "e12".
         """
         await self._act(f"click {element}", self._locate(element).click())
-        return await self._after()
+        return await self.observe()
 
     @tool
     async def fill(self, element: str, text: str) -> list[ContentPart]:
@@ -152,7 +175,7 @@ class WebEnv(Env):
             text: The text to put there.
         """
         await self._act(f"fill {element}", self._locate(element).fill(text))
-        return await self._after()
+        return await self.observe()
 
     @tool
     async def select_option(self, element: str, value: str) -> list[ContentPart]:
@@ -163,7 +186,7 @@ class WebEnv(Env):
             value: The option's text or value.
         """
         await self._act(f"select {value!r} in {element}", self._locate(element).select_option(value))
-        return await self._after()
+        return await self.observe()
 
     @tool
     async def press(self, key: str) -> list[ContentPart]:
@@ -173,7 +196,7 @@ class WebEnv(Env):
             key: A key name such as "Enter", "Tab", "ArrowDown" or "a".
         """
         await self._act(f"press {key}", self._page.keyboard.press(key))
-        return await self._after()
+        return await self.observe()
 
     @tool
     async def scroll(self, dx: int, dy: int) -> list[ContentPart]:
@@ -184,7 +207,7 @@ class WebEnv(Env):
             dy: Pixels down (negative: up).
         """
         await self._act("scroll", self._page.mouse.wheel(dx, dy))
-        return await self._after()
+        return await self.observe()
 
     @tool
     async def goto(self, url: str) -> list[ContentPart]:
@@ -198,13 +221,13 @@ class WebEnv(Env):
         if urlsplit(target).netloc != urlsplit(self._base).netloc or urlsplit(target).scheme != "http":
             raise ToolError(f"goto is limited to this site; {url!r} is elsewhere. Use a path such as \"/\".")
         await self._act(f"open {url}", self._page.goto(target))
-        return await self._after()
+        return await self.observe()
 
     @tool
     async def go_back(self) -> list[ContentPart]:
         """Go back to the previous page."""
         await self._act("go back", self._page.go_back())
-        return await self._after()
+        return await self.observe()
 
     @tool
     async def send_msg_to_user(self, text: str) -> str:
@@ -247,10 +270,13 @@ class WebEnv(Env):
         return self._page.locator(f"aria-ref={element}")
 
     async def _act(self, what: str, action: Any) -> None:
-        """Await a Playwright action: a mistake (no such element, not editable, timed out) is the agent's
-        and becomes a :class:`ToolError` carrying the page; a dead browser is a :class:`BrowserCrashed`."""
+        """Await a Playwright action, then the page it led to: a mistake (no such element, not editable, timed
+        out) is the agent's and becomes a :class:`ToolError` carrying the page; a dead browser is a
+        :class:`BrowserCrashed`."""
+        before = self._navigations
         try:
             await action
+            await self._settle(before)
         except Exception as exc:
             failure = self._failure(what, exc)
             if isinstance(failure, BrowserCrashed):
@@ -259,12 +285,26 @@ class WebEnv(Env):
             assert isinstance(page, TextPart)
             raise ToolError(f"{failure}\n\n{page.text}") from None
 
-    async def _after(self) -> list[ContentPart]:
+    async def _settle(self, before: int) -> None:
+        """Wait until a page the action is leaving for has loaded. An action returns once the browser took it,
+        which can be before a form submission or a link starts its navigation; the page marks leaving as it
+        happens (:data:`WATCH_LEAVING`), and the main frame's navigations are counted."""
         try:
+            leaving = await self._page.evaluate("() => window.__agentgymLeaving === true")
+        except Exception:  # noqa: BLE001 (the document went away under the evaluation: it is leaving)
+            leaving = True
+        if leaving or self._navigations > before:
+            assert self._navigated is not None
+            async with asyncio.timeout(NAVIGATION_TIMEOUT_MS / 1000):
+                while self._navigations == before:
+                    self._navigated.clear()
+                    await self._navigated.wait()
             await self._page.wait_for_load_state()
-        except Exception as exc:
-            raise self._failure("wait for the page", exc) from exc
-        return await self.observe()
+
+    def _count_navigation(self, frame: Any) -> None:
+        if self._page is not None and self._navigated is not None and frame == self._page.main_frame:
+            self._navigations += 1
+            self._navigated.set()
 
     def _failure(self, what: str, exc: Exception) -> Exception:
         if self._browser is None or not self._browser.connected or self._page.is_closed():

@@ -174,3 +174,16 @@ def test_the_oracle_solves_every_instruction_of_the_shop():
         return missed
 
     assert asyncio.run(scenario()) == []
+
+
+def test_with_32_episodes_in_flight_each_action_is_observed_on_the_page_it_led_to():
+    # Under load an action can return before the navigation it starts; an observation taken then would show
+    # the page being left, and the oracle (which reads it) would miss the next page's elements.
+    async def scenario() -> list[tuple[float, bool]]:
+        envs = [ShopEnv() for _ in range(32)]
+        try:
+            return await asyncio.gather(*(_oracle_episode(env, 32000 + i, "medium") for i, env in enumerate(envs)))
+        finally:
+            await asyncio.gather(*(env.aclose() for env in envs))
+
+    assert asyncio.run(scenario()) == [(1.0, True)] * 32
