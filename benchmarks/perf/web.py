@@ -2,8 +2,9 @@
 
 The oracle plays ``web/Shop-v0`` (medium) through the rollout engine's episode runner: ``--episodes``
 episodes at each level of parallelism (one Chromium, a context per episode), after one warm-up episode that
-launches the browser and the site. Memory is the resident set of Chromium's processes (the browser, its GPU
-and network services and one renderer per page), sampled while the episodes run; ``per_episode_mb`` is the
+launches the browser and the site. Memory is the proportional set size (PSS: shared pages split between
+their sharers, so nothing is counted twice) of Chromium's processes (the browser, its GPU and network
+services and one renderer per page), sampled while the episodes run; ``per_episode_mb`` is the
 peak divided by the episodes in flight (the browser's own share included). Reports episodes/s per level and ``scaling_32_vs_1`` (episodes/s at 32
 over episodes/s at 1); writes ``benchmarks/results/web.json``, the last line printed.
 """
@@ -34,7 +35,7 @@ def _chromium_rss() -> int:
     for process in psutil.Process().children(recursive=True):
         try:
             if "chrom" in process.name():
-                total += process.memory_info().rss
+                total += process.memory_full_info().pss
         except psutil.NoSuchProcess:
             continue
     return total

@@ -9,6 +9,7 @@ serving fail with :class:`BrowserCrashed`, which the rollout records as an infra
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 from typing import Any
@@ -29,6 +30,8 @@ VIEWPORT = {"width": 1280, "height": 800}
 ACTION_TIMEOUT_MS = 3_000
 """How long an action waits for its element to be there and ready before it fails (a mistake to report)."""
 NAVIGATION_TIMEOUT_MS = 15_000
+CLOSE_TIMEOUT = 10.0
+"""Seconds closing a context or the browser may take before it counts as hung."""
 
 
 class BrowserUnavailable(AgentGymError):
@@ -79,10 +82,11 @@ class Browser:
     async def close_page(self, page: Any) -> None:
         """Close the page's context and everything in it; a context of a crashed browser is already gone."""
         try:
-            await page.context.close()
+            async with asyncio.timeout(CLOSE_TIMEOUT):
+                await page.context.close()
         except Exception as exc:
             if self.connected:
-                raise BrowserCrashed(f"could not close a browser context: {exc}") from exc
+                raise BrowserCrashed(f"could not close a browser context: {exc!r}") from exc
 
     @property
     def connected(self) -> bool:
@@ -95,7 +99,9 @@ class Browser:
         self._ready.clear()
         browser, playwright, self._browser, self._playwright = self._browser, self._playwright, None, None
         if browser is not None and browser.is_connected():
-            await browser.close()
+            with contextlib.suppress(TimeoutError):  # stopping the driver below takes the browser down too
+                async with asyncio.timeout(CLOSE_TIMEOUT):
+                    await browser.close()
         if playwright is not None:
             await playwright.stop()
 

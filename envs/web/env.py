@@ -289,17 +289,17 @@ class WebEnv(Env):
         """Wait until a page the action is leaving for has loaded. An action returns once the browser took it,
         which can be before a form submission or a link starts its navigation; the page marks leaving as it
         happens (:data:`WATCH_LEAVING`), and the main frame's navigations are counted."""
-        try:
-            leaving = await self._page.evaluate("() => window.__agentgymLeaving === true")
-        except Exception:  # noqa: BLE001 (the document went away under the evaluation: it is leaving)
-            leaving = True
-        if leaving or self._navigations > before:
-            assert self._navigated is not None
-            async with asyncio.timeout(NAVIGATION_TIMEOUT_MS / 1000):
+        async with asyncio.timeout(NAVIGATION_TIMEOUT_MS / 1000):
+            try:
+                leaving = await self._page.evaluate("() => window.__agentgymLeaving === true")
+            except Exception:  # noqa: BLE001 (the document went away under the evaluation: it is leaving)
+                leaving = True
+            if leaving or self._navigations > before:
+                assert self._navigated is not None
                 while self._navigations == before:
                     self._navigated.clear()
                     await self._navigated.wait()
-            await self._page.wait_for_load_state()
+                await self._page.wait_for_load_state()
 
     def _count_navigation(self, frame: Any) -> None:
         if self._page is not None and self._navigated is not None and frame == self._page.main_frame:
