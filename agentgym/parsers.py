@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import json
+import keyword
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -117,6 +118,11 @@ class PythonicParser:
         return result
 
     def format(self, calls: Sequence[ToolCall], content: str = "") -> str:
+        """Raises ``ValueError`` for a tool or argument name that Python cannot call by (a keyword such as
+        ``is``, or not an identifier): such a call has no pythonic form."""
+        for name in (name for c in calls for name in (c.name, *c.arguments)):
+            if not name.isidentifier() or keyword.iskeyword(name):
+                raise ValueError(f"{name!r} cannot be written as a Python call (a keyword or not an identifier)")
         lines = [
             f"{c.name}(" + ", ".join(f"{k}={v!r}" for k, v in c.arguments.items()) + ")" for c in calls
         ]

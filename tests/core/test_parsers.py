@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import keyword
 from typing import Literal
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from agentgym import HermesParser, PythonicParser, ToolCall, ToolSpec, get_parser
@@ -27,11 +28,20 @@ calls = st.lists(
 @given(calls=calls)
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 def test_format_then_parse_gives_back_the_calls(parser, calls):
+    if parser.name == "pythonic":  # Python calls nothing named by a keyword (see the test below)
+        assume(not any(keyword.iskeyword(name) for c in calls for name in (c.name, *c.arguments)))
     result = parser.parse(parser.format(calls, content="Let me think."))
     assert result.errors == []
     assert [(c.name, c.arguments) for c in result.calls] == [(c.name, c.arguments) for c in calls]
     assert [c.id for c in result.calls] == [f"call_{i}" for i in range(len(calls))]
     assert result.content == "Let me think."
+
+
+@pytest.mark.parametrize("name, arguments", [("is", {}), ("move", {"class": 1}), ("get-weather", {}),
+                                              ("move", {"two words": 1})])
+def test_pythonic_format_refuses_names_python_cannot_call(name, arguments):
+    with pytest.raises(ValueError, match="cannot be written as a Python call"):
+        PythonicParser().format([ToolCall(id="x", name=name, arguments=arguments)])
 
 
 @pytest.mark.parametrize("parser", [HermesParser(), PythonicParser()], ids=lambda p: p.name)
