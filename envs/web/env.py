@@ -65,8 +65,8 @@ class Site(Protocol):
     def app(self) -> Any:
         """The ASGI application (made once per process)."""
 
-    def new_session(self) -> str:
-        """A fresh session id with empty state."""
+    def new_session(self, state: Any = None) -> str:
+        """A fresh session id; its state is ``state`` (an episode's starting mailbox or bookings) or empty."""
 
     def end_session(self, session: str) -> None:
         """Drop a session's state."""
@@ -105,14 +105,15 @@ class WebEnv(Env):
         """The reward and success of the episode, read from the site's state for this session."""
         raise NotImplementedError(f"{type(self).__name__} must implement score()")
 
-    async def open_site(self) -> list[ContentPart]:
-        """Start this episode's site session and browser page at :attr:`start_path`; its first observation."""
+    async def open_site(self, state: Any = None) -> list[ContentPart]:
+        """Start this episode's site session (with ``state`` where the task gives the site one) and browser
+        page at :attr:`start_path`; its first observation."""
         await self._end_episode()
         if self._base is None:
             self._base = serve(self.site.name, self.site.app())
         if self._browser is None:
             self._browser = retain_browser()
-        self.session = self.site.new_session()
+        self.session = self.site.new_session(state)
         self.message = None
         self._page = await self._browser.open_page()
         self._navigated = asyncio.Event()

@@ -6,6 +6,7 @@ import functools
 from typing import Any
 
 from agentgym.envs.web.env import WebEnv, opening
+from agentgym.envs.web.sites.sessions import SESSION_COOKIE
 from agentgym.envs.web.sites.shop import (
     Catalog,
     Instruction,
@@ -28,7 +29,7 @@ class ShopSite:
     one cart and order history per session."""
 
     name = "shop"
-    session_cookie = "agentgym_session"
+    session_cookie = SESSION_COOKIE
 
     def __init__(self, seed: int = 0) -> None:
         self.catalog: Catalog = generate_catalog(seed)
@@ -39,8 +40,8 @@ class ShopSite:
     def app(self) -> Any:
         return self._app
 
-    def new_session(self) -> str:
-        return self.store.new_session()
+    def new_session(self, state: Any = None) -> str:
+        return self.store.new_session(state)
 
     def end_session(self, session: str) -> None:
         self.store.end(session)

@@ -1,7 +1,8 @@
 """The bundled web shop: a generated catalog, per-session carts and orders, the FastAPI site that serves them,
 and the instructions whose orders are scored from the store's state."""
 
-from agentgym.envs.web.sites.shop.app import SESSION_COOKIE, create_app
+from agentgym.envs.web.sites.sessions import SESSION_COOKIE
+from agentgym.envs.web.sites.shop.app import create_app
 from agentgym.envs.web.sites.shop.catalog import (
     Catalog,
     Instruction,

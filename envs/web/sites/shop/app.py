@@ -4,33 +4,23 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import urlencode
 
 import jinja2
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from agentgym.envs.web.sites.sessions import Visit, form_fields
 from agentgym.envs.web.sites.shop.catalog import Catalog, Product
 from agentgym.envs.web.sites.shop.store import CartLine, ShopStore, lines_total
 
-SESSION_COOKIE = "agentgym_session"
-"""The cookie that names the visitor's session in the store."""
 PAGE_SIZE = 10
 """Search results per page."""
 MAX_QUANTITY = 10
 """The most of one product a single "Add to cart" takes."""
 TEMPLATES = Path(__file__).parent / "templates"
-
-
-@dataclass(frozen=True)
-class _Visit:
-    """The session a request belongs to; ``new`` when it was started for this request (the cookie is set)."""
-
-    sid: str
-    new: bool
 
 
 def create_app(catalog: Catalog, store: ShopStore) -> FastAPI:
@@ -40,23 +30,20 @@ def create_app(catalog: Catalog, store: ShopStore) -> FastAPI:
     templates.filters.update(money=_money, options=_options)
     app = FastAPI(title="Shop", docs_url=None, redoc_url=None, openapi_url=None)
 
-    def visit(request: Request) -> _Visit:
-        sid = request.cookies.get(SESSION_COOKIE)
-        if sid and store.known(sid):
-            return _Visit(sid, False)
-        return _Visit(store.new_session(), True)
+    def visit(request: Request) -> Visit:
+        return Visit.of(request, store)
 
-    def page(who: _Visit, template: str, title: str, status: int = 200, **context: Any) -> Response:
+    def page(who: Visit, template: str, title: str, status: int = 200, **context: Any) -> Response:
         count = sum(line.quantity for line in store.cart(who.sid))
         html = templates.get_template(template).render(
             title=title, heading=context.pop("heading", title), cart_count=count,
             errors=context.pop("errors", ()), **context)
-        return _keep(HTMLResponse(html, status_code=status), who)
+        return who.keep(HTMLResponse(html, status_code=status))
 
-    def not_found(who: _Visit) -> Response:
+    def not_found(who: Visit) -> Response:
         return page(who, "not_found.html", "Not found", status=404)
 
-    def product_page(who: _Visit, product: Product, selected: dict[str, str], quantity: str,
+    def product_page(who: Visit, product: Product, selected: dict[str, str], quantity: str,
                      errors: list[str]) -> Response:
         return page(who, "product.html", product.title, product=product, selected=selected, quantity=quantity,
                     errors=errors)
@@ -98,7 +85,7 @@ def create_app(catalog: Catalog, store: ShopStore) -> FastAPI:
 
     @app.post("/cart/add")
     async def add(request: Request) -> Response:
-        who, form = visit(request), await _form(request)
+        who, form = visit(request), await form_fields(request)
         found = _find(catalog, form.get("product_id", ""))
         if found is None:
             return not_found(who)
@@ -111,7 +98,7 @@ def create_app(catalog: Catalog, store: ShopStore) -> FastAPI:
         if errors:
             return product_page(who, found, selected, form.get("quantity", ""), errors)
         store.add(who.sid, CartLine(found.id, found.title, selected, quantity, found.price))
-        return _keep(RedirectResponse("/cart", status_code=303), who)
+        return who.keep(RedirectResponse("/cart", status_code=303))
 
     @app.get("/cart")
     async def cart(request: Request) -> Response:
@@ -121,13 +108,13 @@ def create_app(catalog: Catalog, store: ShopStore) -> FastAPI:
 
     @app.post("/cart/remove")
     async def remove(request: Request) -> Response:
-        who, form = visit(request), await _form(request)
+        who, form = visit(request), await form_fields(request)
         index = _integer(form.get("line", ""))
         if index is not None:
             store.remove(who.sid, index)
-        return _keep(RedirectResponse("/cart", status_code=303), who)
+        return who.keep(RedirectResponse("/cart", status_code=303))
 
-    def checkout_page(who: _Visit, name: str, address: str, errors: list[str]) -> Response:
+    def checkout_page(who: Visit, name: str, address: str, errors: list[str]) -> Response:
         lines = store.cart(who.sid)
         return page(who, "checkout.html", "Checkout", lines=lines, total=lines_total(lines), name=name,
                     address=address, errors=errors)
@@ -138,7 +125,7 @@ def create_app(catalog: Catalog, store: ShopStore) -> FastAPI:
 
     @app.post("/checkout")
     async def place_order(request: Request) -> Response:
-        who, form = visit(request), await _form(request)
+        who, form = visit(request), await form_fields(request)
         name, address = form.get("name", "").strip(), form.get("address", "").strip()
         errors = [message for message, value in (("Enter your full name.", name),
                                                  ("Enter your address.", address)) if not value]
@@ -150,7 +137,7 @@ def create_app(catalog: Catalog, store: ShopStore) -> FastAPI:
             except ValueError:
                 errors = ["Your cart is empty."]
             else:
-                return _keep(RedirectResponse(f"/order/{order.number}", status_code=303), who)
+                return who.keep(RedirectResponse(f"/order/{order.number}", status_code=303))
         return checkout_page(who, name, address, errors)
 
     @app.get("/order/{number}")
@@ -162,19 +149,6 @@ def create_app(catalog: Catalog, store: ShopStore) -> FastAPI:
         return page(who, "order.html", "Order placed", order=placed)
 
     return app
-
-
-def _keep(response: Response, who: _Visit) -> Response:
-    """``response``, setting the session cookie when the session is new."""
-    if who.new:
-        response.set_cookie(SESSION_COOKIE, who.sid, httponly=True, samesite="lax", path="/")
-    return response
-
-
-async def _form(request: Request) -> dict[str, str]:
-    """The fields of a URL-encoded form post, the first value of each."""
-    body = (await request.body()).decode("utf-8", "replace")
-    return {key: values[0] for key, values in parse_qs(body, keep_blank_values=True).items()}
 
 
 def _find(catalog: Catalog, text: str) -> Product | None:
