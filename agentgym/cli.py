@@ -28,7 +28,7 @@ from agentgym.inference import ENGINES, SamplingParams
 from agentgym.messages import Message
 from agentgym.models.cli import model
 from agentgym.policies import POLICIES, get_policy
-from agentgym.registration import list_envs, make, spec
+from agentgym.registration import families, list_envs, load_entry_point, make, spec
 from agentgym.rollout.engines import engine_policy
 from agentgym.serve import serve_command
 from agentgym.tasks import TaskSet
@@ -144,16 +144,26 @@ def info(env_id: str, as_json: bool) -> None:
 @click.option("--difficulty", help="Difficulty level (see `agentgym info`).")
 @click.option("--format", "call_format", type=click.Choice(["pythonic", "hermes"]), default="pythonic", show_default=True,
               help="How you write tool calls.")
-def play(env_id: str, seed: int, difficulty: str | None, call_format: str) -> None:
-    """Play an environment yourself, one tool call per line (Ctrl-D ends)."""
+@click.option("--screens", "screens_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Where the screen is saved each turn, for web and GUI environments "
+                   "(default runs/play/<family>-<name>-seed<seed>).")
+def play(env_id: str, seed: int, difficulty: str | None, call_format: str, screens_dir: Path | None) -> None:
+    """Play an environment yourself, one tool call per line (Ctrl-D ends). Web and GUI environments save
+    the screen as a PNG each turn and print its path."""
     with _bad_arguments():
-        env = make(env_id, parser=call_format)
+        env_spec = spec(env_id)
+        screens = "rgb_array" in load_entry_point(env_spec.entry_point).metadata["render_modes"]
+        env = make(env_id, parser=call_format, **({"render_mode": "rgb_array"} if screens else {}))
         options = {"difficulty": difficulty} if difficulty else {}
-        observation, reset_info = env.reset(seed=seed, options=options)
+    if screens and screens_dir is None:
+        screens_dir = Path("runs/play") / f"{env_spec.id.replace('/', '-')}-seed{seed}"
     try:
+        with _bad_arguments():
+            observation, reset_info = env.reset(seed=seed, options=options)
         out.print(f"[bold]{env_id}[/bold] seed={seed} difficulty={reset_info['difficulty']} turns={reset_info['max_turns']}")
         out.print(f"Write a tool call such as: {env.example_call()}", markup=False)
         _show(observation)
+        _save_screen(env, screens_dir)
         total = 0.0
         while True:
             try:
@@ -164,12 +174,24 @@ def play(env_id: str, seed: int, difficulty: str | None, call_format: str) -> No
             observation, reward, terminated, truncated, step_info = env.step(action)
             total += reward
             _show(observation)
+            _save_screen(env, screens_dir)
             if terminated or truncated:
                 outcome = "solved" if step_info["success"] else "turn limit reached" if truncated else "failed"
                 out.print(f"[bold]Episode over: {outcome}, reward {total:g}, {env.turn} turns.[/bold]")
                 return
     finally:
         env.close()
+
+
+def _save_screen(env: Any, folder: Path | None) -> None:
+    """Write the environment's screen after this turn to ``folder`` and say where."""
+    frame = env.render_frame() if folder is not None else None
+    if frame is None:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"turn-{env.turn:03d}.png"
+    path.write_bytes(frame)
+    out.print(f"[dim]screen: {path}[/dim]", markup=True)
 
 
 def _show(messages: list[Message]) -> None:
@@ -181,25 +203,31 @@ def _show(messages: list[Message]) -> None:
 @cli.command()
 @click.argument("env_ids", nargs=-1)
 @click.option("--all", "check_all", is_flag=True, help="Check every registered environment.")
+@click.option("--family", help="Check every environment of this family (e.g. web, gui).")
 @click.option("--episodes", type=click.IntRange(min=1), default=3, show_default=True,
               help="Oracle episodes per difficulty level.")
-def check(env_ids: tuple[str, ...], check_all: bool, episodes: int) -> None:
+def check(env_ids: tuple[str, ...], check_all: bool, family: str | None, episodes: int) -> None:
     """Run the conformance checks on environments; exit 1 if any fails."""
-    ids = _select(env_ids, check_all)
+    ids = _select(env_ids, check_all, family)
     table = Table("environment", "result", "seconds", "detail")
     failed = 0
-    for env_id in ids:
-        started = time.perf_counter()
-        env = make(env_id)
-        try:
-            report = check_env(env, episodes=episodes)
-            table.add_row(env_id, "[green]pass[/green]", f"{time.perf_counter() - started:.2f}",
-                          ", ".join(name for name, _ in report.passed))
-        except EnvCheckError as exc:
-            failed += 1
-            table.add_row(env_id, "[red]FAIL[/red]", f"{time.perf_counter() - started:.2f}", str(exc))
-        finally:
-            env.close()
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True) as progress:
+        bar = progress.add_task("checking", total=len(ids))
+        for env_id in ids:
+            progress.update(bar, description=f"checking {env_id}")
+            started = time.perf_counter()
+            env = make(env_id)
+            try:
+                report = check_env(env, episodes=episodes)
+                table.add_row(env_id, "[green]pass[/green]", f"{time.perf_counter() - started:.2f}",
+                              ", ".join(name for name, _ in report.passed))
+            except EnvCheckError as exc:
+                failed += 1
+                table.add_row(env_id, "[red]FAIL[/red]", f"{time.perf_counter() - started:.2f}", str(exc))
+            finally:
+                env.close()
+            progress.advance(bar)
     out.print(table)
     if failed:
         click.echo(f"{failed} of {len(ids)} environments failed their checks", err=True)
@@ -209,6 +237,7 @@ def check(env_ids: tuple[str, ...], check_all: bool, episodes: int) -> None:
 @cli.command("eval")
 @click.argument("env_ids", nargs=-1)
 @click.option("--all", "eval_all", is_flag=True, help="Evaluate on every registered environment.")
+@click.option("--family", help="Evaluate on every environment of this family (e.g. web, gui).")
 @click.option("--policy", "policies", multiple=True, type=click.Choice(sorted(POLICIES)),
               help="Reference policy; repeat to compare several.")
 @click.option("--engine", type=click.Choice(sorted(ENGINES)), help="Evaluate a model on this inference engine.")
@@ -227,12 +256,12 @@ def check(env_ids: tuple[str, ...], check_all: bool, episodes: int) -> None:
               help="Where to write results (default runs/eval/<time>).")
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON line holding the scores.")
 def eval_command(
-    env_ids: tuple[str, ...], eval_all: bool, policies: tuple[str, ...], engine: str | None, model_path: str | None,
+    env_ids: tuple[str, ...], eval_all: bool, family: str | None, policies: tuple[str, ...], engine: str | None, model_path: str | None,
     base_url: str | None, temperature: float, top_p: float, max_tokens: int, episodes: int, seed: int, split: str,
     difficulty: str | None, concurrency: int, out_dir: Path | None, as_json: bool,
 ) -> None:
     """Evaluate reference policies or a model: success rate, mean reward and mean turns per environment."""
-    ids = _select(env_ids, eval_all)
+    ids = _select(env_ids, eval_all, family)
     if bool(policies) == bool(engine):
         raise click.UsageError("choose --policy (reference policies) or --engine with --model (a model), not both")
     if engine and not model_path:
@@ -316,10 +345,16 @@ def _json_summary(results: list[EvalResult], paths: list[Path]) -> dict[str, Any
     }
 
 
-def _select(env_ids: tuple[str, ...], select_all: bool) -> list[str]:
-    """The ids named, or every registered id with ``--all``; each one checked to exist."""
-    if select_all == bool(env_ids):
-        raise click.UsageError("name environment ids or pass --all (not both)")
+def _select(env_ids: tuple[str, ...], select_all: bool, family: str | None = None) -> list[str]:
+    """The ids named, every registered id with ``--all``, or those of one ``--family``; each checked to exist."""
+    if select_all + bool(env_ids) + (family is not None) != 1:
+        raise click.UsageError("name environment ids, or pass --all or --family (one of them)")
+    if family is not None:
+        ids = [s.id for s in list_envs(family=family)]
+        if not ids:
+            raise click.BadParameter(f"no environments in family {family!r}; families: {', '.join(families())}",
+                                     param_hint="--family")
+        return ids
     if select_all:
         return [s.id for s in list_envs()]
     with _bad_arguments():

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import io
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -213,9 +214,22 @@ class Env(gymnasium.Env[list[Message], str]):
         name, (_, spec) = next(iter(self._tools.items()))
         return self.format_call(name, **sample_arguments(spec))
 
-    def render(self) -> str | None:
-        """The state as text when ``render_mode="ansi"``; nothing otherwise."""
-        return self.render_text() if self.render_mode == "ansi" else None
+    def render_frame(self) -> bytes | None:
+        """The screen as a PNG, for environments with ``rgb_array`` among their render modes (web and GUI
+        environments); ``None`` before the first observation and for text-only environments."""
+        return None
+
+    def render(self) -> str | np.ndarray | None:
+        """The state as text when ``render_mode="ansi"``, as an RGB array (height x width x 3) when
+        ``render_mode="rgb_array"``; nothing otherwise."""
+        if self.render_mode == "ansi":
+            return self.render_text()
+        frame = self.render_frame() if self.render_mode == "rgb_array" else None
+        if frame is None:
+            return None
+        from PIL import Image
+
+        return np.asarray(Image.open(io.BytesIO(frame)).convert("RGB"))
 
     def close(self) -> None:
         """Release the event loop and threads this environment holds; safe to call twice."""

@@ -14,7 +14,7 @@ import os
 import shutil
 from typing import Any
 
-from agentgym.errors import AgentGymError
+from agentgym.errors import AgentGymError, ToolError
 from agentgym.loop_shared import LoopShared
 
 CHROMIUM_ENV = "AGENTGYM_CHROMIUM"
@@ -27,8 +27,10 @@ LAUNCH_ARGS = ("--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--di
 """Chromium runs in a container or sandbox of its own where one is wanted, so without its setuid sandbox;
 nothing reaches out to Google's services."""
 VIEWPORT = {"width": 1280, "height": 800}
-ACTION_TIMEOUT_MS = 3_000
-"""How long an action waits for its element to be there and ready before it fails (a mistake to report)."""
+ACTION_TIMEOUT_MS = 10_000
+"""How long an action waits for its element to be ready (visible, enabled, still) before it fails. It is
+generous: a busy machine with many pages in flight can take seconds, and an element that is not on the page
+at all is refused before any wait."""
 NAVIGATION_TIMEOUT_MS = 15_000
 CLOSE_TIMEOUT = 10.0
 """Seconds closing a context or the browser may take before it counts as hung."""
@@ -40,6 +42,20 @@ class BrowserUnavailable(AgentGymError):
 
 class BrowserCrashed(AgentGymError):
     """The browser died under an episode: an infrastructure failure, not the agent's."""
+
+
+def page_failure(browser: Browser | None, page: Any, what: str, exc: Exception) -> BrowserCrashed | ToolError:
+    """What a failed action on ``page`` means: :class:`BrowserCrashed` when the browser or the page is gone,
+    otherwise the agent's mistake, a :class:`ToolError` with Playwright's message (without its call log)."""
+    if browser is None or not browser.connected or page.is_closed():
+        return BrowserCrashed(f"the browser died while trying to {what}: {playwright_message(exc)}")
+    return ToolError(f"could not {what}: {playwright_message(exc)}")
+
+
+def playwright_message(exc: Exception) -> str:
+    """The first line of a Playwright error's message, without its call log."""
+    text = str(exc).split("Call log:")[0].strip()
+    return text.splitlines()[0].removeprefix("Locator.").strip() if text else type(exc).__name__
 
 
 def chromium_path() -> str:

@@ -9,7 +9,6 @@ context, so parallel episodes never see each other. Rewards come from the site's
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import re
 from typing import Any, ClassVar, Protocol
@@ -23,6 +22,7 @@ from agentgym.envs.web.browser import (
     release_browser,
     retain_browser,
 )
+from agentgym.envs.web.page_watch import PageWatch
 from agentgym.envs.web.server import serve, unserve
 from agentgym.errors import ToolError
 from agentgym.messages import ContentPart, ImagePart, Message, TextPart
@@ -30,16 +30,6 @@ from agentgym.tools import tool
 
 SNAPSHOT_LIMIT = 24_000
 """Characters of the accessibility tree shown per observation; the rest is cut with a note."""
-WATCH_LEAVING = """(() => {
-  const leaving = () => { window.__agentgymLeaving = true; };
-  addEventListener("submit", (e) => { if (!e.defaultPrevented) leaving(); });
-  addEventListener("click", (e) => {
-    const link = e.target instanceof Element ? e.target.closest("a[href]") : null;
-    if (link && !e.defaultPrevented && !link.getAttribute("href").startsWith("#")) leaving();
-  });
-  addEventListener("beforeunload", leaving);
-})();"""
-"""Run in every document: marks the moment a form is submitted or a link followed, before the navigation."""
 _REF = re.compile(r"(?:f[0-9]+)?e[0-9]+")
 """An element id of an aria snapshot: ``e12``, or ``f1e12`` for an element of a later page or a frame."""
 
@@ -76,6 +66,7 @@ class WebEnv(Env):
     """An episode on a bundled :class:`Site` in Chromium. A subclass names its :attr:`site`, writes ``setup``
     (draw a task, then ``await self.open_site()``) and :meth:`score`, and may use :meth:`find` in its oracle."""
 
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 1}
     execution = "inline"
     default_max_turns = 30
     start_path: ClassVar[str] = "/"
@@ -88,13 +79,15 @@ class WebEnv(Env):
         """What the agent said with ``send_msg_to_user``."""
         self.snapshot = ""
         """The accessibility tree of the last observation."""
+        self.page_text = ""
+        """The text of the last observation: URL, title and the accessibility tree."""
+        self.image: bytes | None = None
+        """The PNG of the page at the last observation, when taken (``screenshot`` or ``render_mode="rgb_array"``)."""
         self.session: str | None = None
         self._base: str | None = None
         self._browser: Browser | None = None
         self._page: Any = None
-        self._navigations = 0
-        """Navigations of the current page's main frame so far."""
-        self._navigated: asyncio.Event | None = None
+        self._watch: PageWatch | None = None
 
     @property
     def site(self) -> Site:
@@ -116,13 +109,12 @@ class WebEnv(Env):
         self.session = self.site.new_session(state)
         self.message = None
         self._page = await self._browser.open_page()
-        self._navigated = asyncio.Event()
-        self._page.on("framenavigated", self._count_navigation)
+        self._watch = PageWatch(self._page)
         context = self._page.context
-        await context.add_init_script(script=WATCH_LEAVING)
+        await PageWatch.install(context)
         await context.add_cookies([{"name": self.site.session_cookie, "value": self.session, "url": self._base}])
         await context.route(lambda url: not url.startswith(self._base), lambda route: route.abort())
-        await self._act("open the site", self._page.goto(self._base + self.start_path))
+        await self._act("open the site", self._page.goto(self._base + self.start_path), mark=False)
         return await self.observe()
 
     async def observe(self) -> list[ContentPart]:
@@ -131,16 +123,21 @@ class WebEnv(Env):
         try:
             title = await page.title()
             tree = await page.aria_snapshot(mode="ai")
-            image = await page.screenshot(type="png") if self.screenshot else None
+            shot = self.screenshot or self.render_mode == "rgb_array"
+            self.image = await page.screenshot(type="png") if shot else None
         except Exception as exc:
             raise self._failure("read the page", exc) from exc
         if len(tree) > SNAPSHOT_LIMIT:
             tree = tree[:SNAPSHOT_LIMIT] + "\n[… the rest of the page is cut; scroll or open a narrower page]"
         self.snapshot = tree
-        parts: list[ContentPart] = [TextPart(text=f"URL: {self.path}\nTitle: {title}\n{tree}")]
-        if image is not None:
-            parts.append(ImagePart(data=base64.b64encode(image).decode()))
+        self.page_text = f"URL: {self.path}\nTitle: {title}\n{tree}"
+        parts: list[ContentPart] = [TextPart(text=self.page_text)]
+        if self.screenshot and self.image is not None:
+            parts.append(ImagePart(data=base64.b64encode(self.image).decode()))
         return parts
+
+    def render_frame(self) -> bytes | None:
+        return self.image
 
     @property
     def path(self) -> str:
@@ -164,7 +161,7 @@ class WebEnv(Env):
         Args:
             element: The element's id from the page, e.g. "e12".
         """
-        await self._act(f"click {element}", self._locate(element).click())
+        await self._act(f"click {element}", self._locate(element).click(no_wait_after=True), after_input=True)
         return await self.observe()
 
     @tool
@@ -196,7 +193,7 @@ class WebEnv(Env):
         Args:
             key: A key name such as "Enter", "Tab", "ArrowDown" or "a".
         """
-        await self._act(f"press {key}", self._page.keyboard.press(key))
+        await self._act(f"press {key}", self._page.keyboard.press(key), after_input=True)
         return await self.observe()
 
     @tool
@@ -207,7 +204,7 @@ class WebEnv(Env):
             dx: Pixels to the right (negative: left).
             dy: Pixels down (negative: up).
         """
-        await self._act("scroll", self._page.mouse.wheel(dx, dy))
+        await self._act("scroll", self._page.mouse.wheel(dx, dy), after_input=True)
         return await self.observe()
 
     @tool
@@ -268,44 +265,28 @@ class WebEnv(Env):
     def _locate(self, element: str) -> Any:
         if not _REF.fullmatch(element):
             raise ToolError(f"{element!r} is not an element id; ids look like \"e12\" (see the page)")
+        if f"[ref={element}]" not in self.snapshot:
+            raise ToolError(f"there is no element {element} on this page; use an id from the latest page\n\n"
+                            f"{self.page_text}")
         return self._page.locator(f"aria-ref={element}")
 
-    async def _act(self, what: str, action: Any) -> None:
-        """Await a Playwright action, then the page it led to: a mistake (no such element, not editable, timed
-        out) is the agent's and becomes a :class:`ToolError` carrying the page; a dead browser is a
-        :class:`BrowserCrashed`."""
-        before = self._navigations
+    async def _act(self, what: str, action: Any, *, after_input: bool = False, mark: bool = True) -> None:
+        """Await a Playwright action, then the page it led to (see :class:`PageWatch`): a mistake (no such
+        element, not editable, timed out) is the agent's and becomes a :class:`ToolError` carrying the page; a
+        dead browser is a :class:`BrowserCrashed`. ``after_input``: the action is a mouse or keyboard input,
+        which the page handles after Playwright returns; ``mark``: the page has a document to compare with."""
+        assert self._watch is not None
         try:
+            if mark:
+                await self._watch.mark()
             await action
-            await self._settle(before)
+            await self._watch.settle(timeout=NAVIGATION_TIMEOUT_MS / 1000, after_input=after_input)
         except Exception as exc:
             failure = self._failure(what, exc)
             if isinstance(failure, BrowserCrashed):
                 raise failure from exc
-            page = (await self.observe())[0]
-            assert isinstance(page, TextPart)
-            raise ToolError(f"{failure}\n\n{page.text}") from None
-
-    async def _settle(self, before: int) -> None:
-        """Wait until a page the action is leaving for has loaded. An action returns once the browser took it,
-        which can be before a form submission or a link starts its navigation; the page marks leaving as it
-        happens (:data:`WATCH_LEAVING`), and the main frame's navigations are counted."""
-        async with asyncio.timeout(NAVIGATION_TIMEOUT_MS / 1000):
-            try:
-                leaving = await self._page.evaluate("() => window.__agentgymLeaving === true")
-            except Exception:  # noqa: BLE001 (the document went away under the evaluation: it is leaving)
-                leaving = True
-            if leaving or self._navigations > before:
-                assert self._navigated is not None
-                while self._navigations == before:
-                    self._navigated.clear()
-                    await self._navigated.wait()
-                await self._page.wait_for_load_state()
-
-    def _count_navigation(self, frame: Any) -> None:
-        if self._page is not None and self._navigated is not None and frame == self._page.main_frame:
-            self._navigations += 1
-            self._navigated.set()
+            await self.observe()
+            raise ToolError(f"{failure}\n\n{self.page_text}") from None
 
     def _failure(self, what: str, exc: Exception) -> Exception:
         if self._browser is None or not self._browser.connected or self._page.is_closed():
@@ -313,7 +294,7 @@ class WebEnv(Env):
         return ToolError(f"could not {what}: {_first_line(exc)}")
 
     async def _end_episode(self) -> None:
-        page, self._page = self._page, None
+        page, self._page, self._watch = self._page, None, None
         if page is not None and self._browser is not None:
             await self._browser.close_page(page)
         if self.session is not None:

@@ -38,10 +38,10 @@ def test_eval_json_last_line_and_result_file(tmp_path):
     assert "success" in done.stdout and "FrozenLake" in done.stdout  # the table
 
 
-def test_check_all_passes():
-    done = agentgym("check", "--all", "--episodes", "2")
+def test_check_a_family_passes():
+    done = agentgym("check", "--family", "games", "--episodes", "2")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "FAIL" not in done.stdout and done.stdout.count("pass") >= 3
+    assert "FAIL" not in done.stdout and done.stdout.count("pass") == 2 and "Sokoban" in done.stdout
 
 
 @pytest.mark.parametrize(
@@ -51,7 +51,9 @@ def test_check_all_passes():
         (["eval", "games/FrozenLak-v0", "--policy", "oracle"], "Did you mean: games/FrozenLake-v0"),
         (["eval", "games/FrozenLake-v0", "--policy", "oracle", "--episodes", "0"], "--episodes"),
         (["eval", "games/FrozenLake-v0", "--policy", "oracle", "--difficulty", "brutal"], "no difficulty 'brutal'"),
-        (["eval", "--policy", "oracle"], "name environment ids or pass --all"),
+        (["eval", "--policy", "oracle"], "name environment ids, or pass --all or --family"),
+        (["check", "--all", "--family", "games"], "name environment ids, or pass --all or --family"),
+        (["check", "--family", "nope"], "no environments in family 'nope'; families: games"),
         (["info", "nonsense"], "malformed environment id"),
         (["play", "games/Sokoban-v0", "--difficulty", "brutal"], "unknown difficulty"),
         (["frobnicate"], "No such command"),
@@ -82,3 +84,24 @@ def test_play_solves_frozen_lake_from_typed_moves():
 def test_play_stops_cleanly_at_end_of_input():
     played = agentgym("play", "tools/Calculator-v0", "--seed", "1", stdin="")
     assert played.returncode == 0 and "(stopped)" in played.stdout
+
+
+@pytest.mark.browser
+def test_play_on_a_web_environment_saves_the_screen_each_turn(tmp_path):
+    from PIL import Image
+
+    from agentgym.envs.web.browser import BrowserUnavailable, chromium_path
+
+    pytest.importorskip("playwright")
+    try:
+        chromium_path()
+    except BrowserUnavailable as exc:
+        pytest.skip(str(exc))
+    played = agentgym("play", "web/Shop-v0", "--seed", "2", "--screens", str(tmp_path),
+                      stdin='goto(url="/cart")\ngoto(url="https://example.com/")\n')
+    assert played.returncode == 0, played.stderr
+    shots = sorted(tmp_path.glob("turn-*.png"))
+    assert [p.name for p in shots] == ["turn-000.png", "turn-001.png", "turn-002.png"]
+    assert f"screen: {shots[1]}" in played.stdout and "goto is limited to this site" in played.stdout
+    cart = Image.open(shots[1])
+    assert cart.size == (1280, 800) and len(cart.convert("L").getcolors(maxcolors=256 * 256)) > 10

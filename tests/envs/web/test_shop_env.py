@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+import time
 
 import psutil
 import pytest
@@ -96,8 +97,10 @@ def test_goto_another_host_is_refused_with_an_error_observation():
                 messages, _, terminated, _, info = await env.astep(env.format_call("goto", url=url))
                 assert "limited to this site" in messages[-1].text and info["action_error"] and not terminated
             assert env.path == "/"
+            started = time.perf_counter()
             messages, *_ = await env.astep(env.format_call("click", element="e999"))
-            assert "Error" in messages[-1].text and "URL: /" in messages[-1].text
+            assert "no element e999 on this page" in messages[-1].text and "URL: /" in messages[-1].text
+            assert time.perf_counter() - started < 1  # refused at once, not after the action timeout
         finally:
             await env.aclose()
 
@@ -176,6 +179,7 @@ def test_the_oracle_solves_every_instruction_of_the_shop():
     assert asyncio.run(scenario()) == []
 
 
+@pytest.mark.timeout(360)
 def test_with_32_episodes_in_flight_each_action_is_observed_on_the_page_it_led_to():
     # Under load an action can return before the navigation it starts; an observation taken then would show
     # the page being left, and the oracle (which reads it) would miss the next page's elements.
@@ -187,3 +191,17 @@ def test_with_32_episodes_in_flight_each_action_is_observed_on_the_page_it_led_t
             await asyncio.gather(*(env.aclose() for env in envs))
 
     assert asyncio.run(scenario()) == [(1.0, True)] * 32
+
+
+def test_render_rgb_array_is_the_page_as_pixels_without_images_in_the_observation():
+    async def scenario() -> tuple[object, list]:
+        env = ShopEnv(render_mode="rgb_array")
+        try:
+            messages, _ = await env.areset(seed=4)
+            return env.render(), messages[-1].images
+        finally:
+            await env.aclose()
+
+    frame, images = asyncio.run(scenario())
+    assert images == [] and frame.shape == (800, 1280, 3) and frame.dtype.name == "uint8"
+    assert frame.min() < 50 < 200 < frame.max()  # dark text on a light page
