@@ -41,3 +41,10 @@ def register_envs() -> None:
         tags=("web", "browser", "shopping", "multi-turn"),
         description="Find the product an instruction describes in a web shop, choose its options and buy it.",
     )
+    register(
+        "web/Booking-v0",
+        "agentgym.envs.web.booking:BookingEnv",
+        tags=("web", "browser", "forms", "multi-turn"),
+        description=("Book the hotel stay a request describes through a booking site's search and forms, "
+                     "cancelling or changing an existing booking first where asked."),
+    )
