@@ -48,3 +48,9 @@ def register_envs() -> None:
         description=("Book the hotel stay a request describes through a booking site's search and forms, "
                      "cancelling or changing an existing booking first where asked."),
     )
+    register(
+        "web/Mail-v0",
+        "agentgym.envs.web.mail:MailEnv",
+        tags=("web", "browser", "mail", "multi-turn"),
+        description="Read, search, answer, forward and file mail in a webmail client, as a request describes.",
+    )
