@@ -1,5 +1,6 @@
-"""The environments bundled with agentgym, one subpackage per family (``games``, ``tools``, ``web``)."""
+"""The environments bundled with agentgym, one subpackage per family (``games``, ``tools``, ``web``, ``gui``)."""
 
+from agentgym.envs.gui.widgets.tasks import register_widget_envs
 from agentgym.registration import register
 
 
@@ -54,3 +55,4 @@ def register_envs() -> None:
         tags=("web", "browser", "mail", "multi-turn"),
         description="Read, search, answer, forward and file mail in a webmail client, as a request describes.",
     )
+    register_widget_envs()

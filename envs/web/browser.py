@@ -23,9 +23,10 @@ INSTALL = "apt-get install -y chromium && pip install 'agentgym[web]'"
 LAUNCH_ARGS = ("--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
                "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
                "--disable-default-apps", "--disable-extensions", "--mute-audio", "--disable-breakpad",
-               "--disable-crash-reporter")
+               "--disable-crash-reporter", "--disable-partial-raster")
 """Chromium runs in a container or sandbox of its own where one is wanted, so without its setuid sandbox;
-nothing reaches out to Google's services."""
+nothing reaches out to Google's services. Without partial raster, a screenshot of the same page is the same
+bytes however the page got there (re-rastering only the changed part of a tile can shift anti-aliasing)."""
 VIEWPORT = {"width": 1280, "height": 800}
 ACTION_TIMEOUT_MS = 10_000
 """How long an action waits for its element to be ready (visible, enabled, still) before it fails. It is
