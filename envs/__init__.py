@@ -1,5 +1,6 @@
 """The environments bundled with agentgym, one subpackage per family (``games``, ``tools``, ``web``, ``gui``)."""
 
+from agentgym.envs.gui.desktop.tasks import register_desktop_envs
 from agentgym.envs.gui.widgets.tasks import register_widget_envs
 from agentgym.registration import register
 
@@ -56,3 +57,4 @@ def register_envs() -> None:
         description="Read, search, answer, forward and file mail in a webmail client, as a request describes.",
     )
     register_widget_envs()
+    register_desktop_envs()

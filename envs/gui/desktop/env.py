@@ -1,0 +1,81 @@
+"""``gui/Desktop<Name>-v0``: a task on an X desktop in a docker sandbox, seen as screenshots and done with the
+mouse and keyboard at pixel coordinates; scored on the files in the sandbox when the agent calls ``done``."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from agentgym.envs.gui.desktop.episode import Episode, lay_down, read_state
+from agentgym.envs.gui.desktop.screen import App, DesktopScreen
+from agentgym.envs.gui.desktop.tasks import TASKS
+from agentgym.envs.gui.env import GuiEnv, gui_opening
+from agentgym.messages import Message
+from agentgym.sandboxes.base import SandboxSpec
+from agentgym.sandboxes.env import SandboxEnv
+from agentgym.sandboxes.errors import SandboxUnavailable
+
+MIN_SIZE = (1024, 768)
+"""The smallest screen: the oracle clicks where the applications draw at this size and up."""
+
+
+class DesktopEnv(GuiEnv, SandboxEnv):
+    """One desktop task (``task``, a name of :data:`~agentgym.envs.gui.desktop.tasks.TASKS`) per episode: a fresh
+    sandbox from the ``agentgym/desktop`` image, the task's files laid down in /work, its application started
+    full screen. ``done`` reads the files back: the reward is the mean score of the task's parts less a
+    quarter for each file the task did not name that was changed, moved or deleted; success is every part
+    done and nothing else touched. Docker only: the desktop's processes must outlive the commands that start
+    them, which the ``local`` backend does not allow."""
+
+    difficulties = ("easy", "medium", "hard")
+    default_max_turns = 30
+    sandbox_spec: ClassVar[SandboxSpec] = SandboxSpec(image="agentgym/desktop", memory_mb=1024, pids=512)
+
+    def __init__(self, *, task: str, width: int = 1024, height: int = 768, backend: str = "docker",
+                 **kwargs: Any) -> None:
+        """``width`` x ``height``: the screen's size in pixels (at least 1024 x 768)."""
+        if task not in TASKS:
+            raise ValueError(f"unknown desktop task {task!r}; choose one of: {', '.join(TASKS)}")
+        if width < MIN_SIZE[0] or height < MIN_SIZE[1]:
+            raise ValueError(f"the desktop needs at least {MIN_SIZE[0]}x{MIN_SIZE[1]} pixels, got {width}x{height}")
+        super().__init__(backend=backend, **kwargs)
+        if self.backend != "docker":
+            raise SandboxUnavailable(f"the desktop runs only in docker sandboxes (its X server and applications "
+                                     f"must outlive the command that starts them), not on the {self.backend} "
+                                     "backend: install Docker and run `agentgym sandbox build desktop`")
+        self.task = TASKS[task]
+        self.width, self.height = width, height
+        self.episode: Episode | None = None
+        self.result: tuple[list[float], list[str]] | None = None
+        """Each part's score and the damaged files, once the episode is scored."""
+        self._screen: DesktopScreen | None = None
+
+    @property
+    def screen(self) -> DesktopScreen:
+        if self._screen is None:
+            raise RuntimeError("no desktop: the episode has not started")
+        return self._screen
+
+    async def setup(self, difficulty: str, options: dict[str, Any]) -> list[Message]:
+        if options:
+            raise ValueError(f"unknown reset options for a desktop task: {sorted(options)}")
+        self.episode = self.task.generate(self.np_random, difficulty)
+        self.result = None
+        sandbox = await self.start_sandbox()
+        await lay_down(sandbox, self.episode)
+        self._screen = DesktopScreen(sandbox, self.width, self.height)
+        await self._screen.start(tuple(App(argv, (0, 0, self.width, self.height)) for argv in self.episode.apps))
+        return gui_opening(self, self.episode.instruction, await self.observe())
+
+    async def score(self) -> tuple[float, bool]:
+        assert self.episode is not None
+        reward, success, parts, damaged = self.episode.score(await read_state(self.sandbox))
+        self.result = (parts, damaged)
+        return reward, success
+
+    def oracle_action(self) -> str:
+        assert self.episode is not None
+        name, arguments = self.episode.plan[min(self.turn, len(self.episode.plan) - 1)]
+        return self.format_call(name, **arguments)
+
+    def render_text(self) -> str:
+        return self.episode.instruction if self.episode is not None else ""

@@ -1,0 +1,191 @@
+"""What a desktop task generates: the files laid down, the applications started, the instruction, the checks on
+the files afterwards and the oracle's plan; and the two trips into the sandbox around it (laying the files
+down, reading them back)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentgym.envs.gui.env import TYPE_LIMIT
+from agentgym.envs.tools.sandbox_io import FILE_TIME, write_tree
+from agentgym.sandboxes.base import Sandbox
+from agentgym.sandboxes.errors import SandboxError
+
+READ_LIMIT = 256 * 1024
+"""The largest file whose text is read back; a bigger one reads as ``None``."""
+DAMAGE_COST = 0.25
+"""What each file the task did not name costs when it is changed, moved or deleted."""
+EDITOR = "mousepad"
+FILE_MANAGER = ("pcmanfm", "/work")
+TERMINAL = ("xterm", "-T", "Terminal", "-fa", "DejaVu Sans Mono", "-fs", "11", "-e", "bash", "--rcfile",
+            "/etc/desktop/bashrc", "-i")
+Step = tuple[str, dict[str, Any]]
+"""One oracle action: a tool's name and its arguments."""
+
+
+@dataclass(frozen=True)
+class State:
+    """The work dir as the checks see it: every file that is not hidden (text, or ``None`` when it is not UTF-8
+    or too large), its permission bits, and every folder; paths relative to /work."""
+
+    files: dict[str, str | None]
+    modes: dict[str, int]
+    dirs: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One generated task: ``files`` and empty ``dirs`` to lay down in /work, the ``apps`` to start (each an
+    argv, started in order, the last on top), what the agent is told, ``check`` giving each part's score (0
+    to 1) on the :class:`State` afterwards, the ``plan`` the oracle follows, and the files that must stay as
+    they are (by default every file the task did not name as changing)."""
+
+    instruction: str
+    files: dict[str, str]
+    apps: tuple[tuple[str, ...], ...]
+    check: Callable[[State], list[float]]
+    plan: tuple[Step, ...]
+    changes: frozenset[str] = frozenset()
+    """Paths of ``files`` the task changes, moves or deletes."""
+    dirs: tuple[str, ...] = ()
+    keep: dict[str, str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "keep", {path: text for path, text in self.files.items()
+                                          if path not in self.changes})
+
+    def score(self, state: State) -> tuple[float, bool, list[float], list[str]]:
+        """The reward, whether the task is done, each part's score and the files damaged: the mean of the
+        parts less :data:`DAMAGE_COST` per damaged file."""
+        parts = self.check(state)
+        damaged = sorted(path for path, text in self.keep.items() if state.files.get(path) != text)
+        reward = max(0.0, sum(parts) / len(parts) - DAMAGE_COST * len(damaged))
+        return reward, all(part == 1.0 for part in parts) and not damaged, parts, damaged
+
+
+# -- the oracle's steps -------------------------------------------------------------------------------------
+
+def key(combo: str) -> Step:
+    """Press ``combo``."""
+    return ("key", {"combo": combo})
+
+
+def click(point: tuple[int, int]) -> Step:
+    """Left-click at ``point``."""
+    return ("click", {"x": point[0], "y": point[1]})
+
+
+def double_click(point: tuple[int, int]) -> Step:
+    """Double-click at ``point``."""
+    return ("double_click", {"x": point[0], "y": point[1]})
+
+
+def drag(start: tuple[int, int], end: tuple[int, int]) -> Step:
+    """Drag from ``start`` to ``end``."""
+    return ("drag", {"x1": start[0], "y1": start[1], "x2": end[0], "y2": end[1]})
+
+
+def typed(text: str) -> list[Step]:
+    """Type ``text``, in as many calls as the tool's limit needs."""
+    return [("type", {"text": text[i:i + TYPE_LIMIT]}) for i in range(0, len(text), TYPE_LIMIT)]
+
+
+def save_as(path: str, *, new: bool) -> list[Step]:
+    """Save the editor's document under ``path`` (``new``: it has no name yet, so ctrl+s asks for one)."""
+    return [key("ctrl+s" if new else "ctrl+shift+s"), *typed(path), key("Enter")]
+
+
+def retype(text: str) -> list[Step]:
+    """Replace the editor's whole text with ``text`` and save it."""
+    return [key("ctrl+a"), *typed(text), key("ctrl+s")]
+
+
+# -- checks ---------------------------------------------------------------------------------------------------
+
+def lines(text: str | None) -> list[str] | None:
+    """The lines of ``text`` without trailing spaces, trailing blank lines dropped; ``None`` for ``None``."""
+    if text is None:
+        return None
+    found = [line.rstrip() for line in text.replace("\r\n", "\n").split("\n")]
+    while found and not found[-1]:
+        found.pop()
+    return found
+
+
+def line_match(got: str | None, want: str) -> float:
+    """The share of the lines of ``want`` found at the same place in ``got`` (of the longer of the two)."""
+    have, need = lines(got), lines(want)
+    if have is None or not need:
+        return 0.0
+    return sum(a == b for a, b in zip(have, need, strict=False)) / max(len(have), len(need))
+
+
+def changed_lines(before: str, after: str) -> list[int]:
+    """The indices of the lines of ``after`` that differ from ``before`` (the two have as many lines)."""
+    old, new = lines(before) or [], lines(after) or []
+    return [i for i, (a, b) in enumerate(zip(old, new, strict=True)) if a != b]
+
+
+def edit_score(got: str | None, want: str, targets: list[int]) -> float:
+    """How much of an edit was made: the share of the ``targets`` lines of ``want`` (those to change or add)
+    that ``got`` has at their places, less a quarter for each other line that is not as ``want`` has it."""
+    have, need = lines(got), lines(want) or []
+    if have is None:
+        return 0.0
+    have = have + [""] * (len(need) - len(have))
+    made = sum(have[i] == need[i] for i in targets) / len(targets)
+    aimed = set(targets)
+    broken = sum(have[i] != need[i] for i in range(len(need)) if i not in aimed) + len(have) - len(need)
+    return max(0.0, made - 0.25 * broken)
+
+
+# -- the sandbox ----------------------------------------------------------------------------------------------
+
+_PREPARE = 'if [ $# -gt 0 ]; then mkdir -p -- "$@"; fi && find . -mindepth 1 -exec touch -h -d @{time} {{}} +'
+_PROBE = """
+import json, os
+files, modes, dirs = {}, {}, []
+for root, folders, names in os.walk("."):
+    folders[:] = sorted(f for f in folders if not f.startswith("."))
+    dirs += [os.path.relpath(os.path.join(root, f)) for f in folders]
+    for name in names:
+        if name.startswith("."):
+            continue
+        path = os.path.join(root, name)
+        rel = os.path.relpath(path)
+        try:
+            info = os.lstat(path)
+            modes[rel] = info.st_mode & 0o7777
+            files[rel] = None
+            if os.path.isfile(path) and info.st_size <= LIMIT:
+                with open(path, "rb") as f:
+                    files[rel] = f.read().decode()
+        except (OSError, UnicodeDecodeError):
+            pass
+print(json.dumps({"files": files, "modes": modes, "dirs": dirs}))
+"""
+
+
+async def lay_down(sandbox: Sandbox, episode: Episode) -> None:
+    """Write the episode's files and folders into /work, all dated :data:`FILE_TIME` (a file dialog shows
+    dates, and they must not change from run to run)."""
+    if episode.files:
+        await write_tree(sandbox, episode.files)
+    result = await sandbox.exec(["sh", "-c", _PREPARE.format(time=FILE_TIME), "sh", *episode.dirs], timeout=60)
+    if not result.ok:
+        raise SandboxError(f"could not lay down the task's folders in sandbox {sandbox.id}: {result.stderr[-300:]}")
+
+
+async def read_state(sandbox: Sandbox) -> State:
+    """Read back every file and folder under /work in one command."""
+    result = await sandbox.exec(["python3", "-c", _PROBE.replace("LIMIT", str(READ_LIMIT))], timeout=60)
+    try:
+        found = json.loads(result.stdout) if result.ok else None
+    except ValueError:
+        found = None
+    if found is None:
+        raise SandboxError(f"could not read the files back from sandbox {sandbox.id}: {result.stderr[-300:]}")
+    return State(files=found["files"], modes=found["modes"], dirs=frozenset(found["dirs"]))
