@@ -3,7 +3,9 @@
 Chromium comes from the system (Debian's ``chromium``), driven through Playwright's async API; Playwright's
 own browser downloads are never used. Contexts are made ahead (``warm`` of them) so an episode does not
 wait for one. A browser that crashes or is killed is relaunched for the next episode; the episodes it was
-serving fail with :class:`BrowserCrashed`, which the rollout records as an infrastructure error.
+serving fail with :class:`BrowserCrashed`, which the rollout records as an infrastructure error. Chromium is
+labelled with the process that launched it; the first launch in a process kills those whose launcher died
+(:mod:`agentgym.envs.web.orphans`), and a close that hangs kills its own.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ import asyncio
 import contextlib
 import os
 import shutil
+import uuid
 from typing import Any
 
+from agentgym.envs.web.orphans import kill_browser, label_args, reap_at_start_up
 from agentgym.errors import AgentGymError, ToolError
 from agentgym.loop_shared import LoopShared
 
@@ -73,6 +77,8 @@ class Browser:
 
     def __init__(self, *, warm: int = 2) -> None:
         self.warm = warm
+        self.id = uuid.uuid4().hex[:12]
+        """Labels this browser's Chromium processes (see :mod:`agentgym.envs.web.orphans`)."""
         self.launches = 0
         """How many times Chromium was started (more than one: it crashed and was relaunched)."""
         self._playwright: Any = None
@@ -111,7 +117,10 @@ class Browser:
         return self._browser is not None and self._browser.is_connected()
 
     async def close(self) -> None:
-        """Close every context, Chromium and the Playwright driver; safe to call twice."""
+        """Close every context, Chromium and the Playwright driver; safe to call twice. Each step is bounded
+        by :data:`CLOSE_TIMEOUT`; a Chromium that outlives them is killed with its process group."""
+        for filler in self._fillers:
+            filler.cancel()
         await asyncio.gather(*self._fillers, return_exceptions=True)
         self._ready.clear()
         browser, playwright, self._browser, self._playwright = self._browser, self._playwright, None, None
@@ -120,7 +129,11 @@ class Browser:
                 async with asyncio.timeout(CLOSE_TIMEOUT):
                     await browser.close()
         if playwright is not None:
-            await playwright.stop()
+            try:
+                async with asyncio.timeout(CLOSE_TIMEOUT):
+                    await playwright.stop()
+            except TimeoutError:
+                kill_browser(self.id)
 
     async def _new_context(self) -> Any:
         browser = await self._launched()
@@ -145,8 +158,9 @@ class Browser:
                 except ImportError as exc:
                     raise BrowserUnavailable(f"Playwright is not installed: {INSTALL}") from exc
                 self._playwright = await async_playwright().start()
+            reap_at_start_up()
             self._browser = await self._playwright.chromium.launch(
-                executable_path=chromium_path(), args=list(LAUNCH_ARGS), headless=True)
+                executable_path=chromium_path(), args=[*LAUNCH_ARGS, *label_args(self.id)], headless=True)
             self.launches += 1
             return self._browser
 
