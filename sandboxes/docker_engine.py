@@ -45,9 +45,11 @@ class EngineHandle:
         self.started = self.process is not None
 
     def stop(self) -> None:
-        """Terminate the ``dockerd`` this handle started (killed after :data:`STOP_TIMEOUT`); else nothing."""
+        """Terminate the ``dockerd`` this handle started (killed after :data:`STOP_TIMEOUT`), and drop the
+        shared client of it; else nothing."""
         if self.process is not None:
             process, self.process = self.process, None
+            _drop_client()
             process.terminate()
             try:
                 process.wait(STOP_TIMEOUT)
@@ -99,6 +101,16 @@ def client() -> docker.DockerClient:
                 raise SandboxUnavailable(f"no Docker engine answers ({exc}); start dockerd, or run "
                                          "`agentgym sandbox build`, which starts it") from exc
         return _client
+
+
+def _drop_client() -> None:
+    """Close the shared client: the engine it spoke to is going away, and the next :func:`client` finds out
+    whether another answers."""
+    global _client
+    with _client_lock:
+        stale, _client = _client, None
+    if stale is not None:
+        stale.close()
 
 
 def _answers(docker: ModuleType) -> bool:

@@ -232,6 +232,11 @@ def check(spec: SandboxSpec | None = None) -> None:
     """Raise :class:`SandboxUnavailable` (naming the step to take) unless an engine answers and ``spec``'s
     image is present."""
     docker = client()
+    try:
+        docker.ping()
+    except (docker_module().errors.DockerException, OSError) as exc:  # requests' errors are OSErrors
+        raise SandboxUnavailable(f"the Docker engine stopped answering ({exc}); start dockerd, or run "
+                                 "`agentgym sandbox build`, which starts it") from exc
     if spec is not None:
         image = _image(spec.image)
         try:

@@ -210,3 +210,19 @@ def test_a_creation_cancelled_midway_leaves_no_container(docker_engine):
 def test_a_missing_image_is_unavailable_not_pulled(docker_engine):
     with pytest.raises(SandboxUnavailable, match="docker pull"):
         run(open_sandbox("docker", image="agentgym-test/not-here:0"))
+
+
+def test_an_engine_that_stopped_answering_makes_docker_unavailable_and_auto_pass_it_over(monkeypatch):
+    import docker
+
+    from agentgym.sandboxes import SandboxSpec, backend_module, docker_engine
+    from agentgym.sandboxes.env import choose_backend
+
+    gone = docker.DockerClient(base_url="unix:///nonexistent/docker.sock", version="1.41")
+    monkeypatch.setattr(docker_engine, "_client", gone)
+    with pytest.raises(SandboxUnavailable, match="stopped answering"):
+        backend_module("docker").check(SandboxSpec())
+    try:
+        assert choose_backend("auto", SandboxSpec()) != "docker"
+    except SandboxUnavailable as exc:
+        assert "docker: the Docker engine stopped answering" in str(exc)
