@@ -118,9 +118,12 @@ def _replay(env: Env, seed: int, difficulty: str, turns: int) -> list[object]:
 
 
 def check_malformed_actions(env: Env, seed: int) -> None:
-    """Nonsense, broken calls, unknown tools and oversized text become error observations."""
+    """Nonsense, broken calls, unknown tools and oversized text become error observations, one after another
+    in the same episode (a fresh one when the turn limit ends it)."""
+    truncated = True
     for action in MALFORMED_ACTIONS:
-        env.reset(seed=seed)
+        if truncated:
+            env.reset(seed=seed)
         try:
             observation, reward, terminated, truncated, info = env.step(action)
         except Exception as exc:
