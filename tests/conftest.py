@@ -1,8 +1,11 @@
-"""Shared fixtures: a small scripted environment that exercises every part of the base class."""
+"""Shared fixtures: a small scripted environment that exercises every part of the base class, the tiny model,
+and a Docker engine with agentgym's images."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -78,3 +81,30 @@ def tiny_model_dir(tmp_path_factory):
     from agentgym.models import init_model
 
     return init_model(tmp_path_factory.mktemp("tiny-model"), "tiny", seed=0)
+
+
+@contextlib.contextmanager
+def docker_with_images() -> Iterator[Any]:
+    """A Docker engine that answers, with agentgym's images built: started here when none runs (and stopped on
+    leaving), the test skipped with the reason when there is none to start."""
+    from agentgym.sandboxes import SandboxUnavailable
+    from agentgym.sandboxes.docker_engine import ensure_engine
+    from agentgym.sandboxes.images import build_images
+
+    try:
+        engine = ensure_engine()
+    except SandboxUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        build_images()
+        yield engine
+    finally:
+        engine.stop()
+
+
+@pytest.fixture(scope="module")
+def docker_engine() -> Iterator[Any]:
+    """:func:`docker_with_images` for a module's tests: an engine started here stops after them, so whether
+    ``backend="auto"`` picks docker elsewhere never depends on the order the tests ran in."""
+    with docker_with_images() as engine:
+        yield engine

@@ -1,11 +1,15 @@
 """Every bundled environment: the conformance checks, the oracle on 200 seeds, random below it,
-and fuzzed actions that never raise. Environments in a real browser take more than a second an episode, so
-they play fewer seeds and fuzzed examples here; their own tests play every task (marked slow)."""
+and fuzzed actions that never raise.
+
+Environments in a real browser or on a desktop in a container take seconds to start each time one is made,
+so the default run checks and fuzzes one of them per entry point (the rest are marked slow), and leaves
+the oracle and the random policy to their own test modules, which play every task at every difficulty."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,29 +17,60 @@ from hypothesis import strategies as st
 
 import agentgym
 from agentgym import OraclePolicy, RandomPolicy, TaskSet
+from tests.conftest import docker_with_images
 
-BUNDLED = [s.id for s in agentgym.list_envs() if s.entry_point.startswith("agentgym.envs.")]
-IN_BROWSER = {s.id for s in agentgym.list_envs() if "browser" in s.tags}
+SPECS = [s for s in agentgym.list_envs() if s.entry_point.startswith("agentgym.envs.")]
+BUNDLED = [s.id for s in SPECS]
+ON_DESKTOP = {s.id for s in SPECS if "desktop" in s.tags}
+SLOW_TO_START = {s.id for s in SPECS if "browser" in s.tags} | ON_DESKTOP
+
+
+def _params(*, every_slow_one: bool) -> list[object]:
+    """Each bundled id, those on a desktop marked ``docker``; of those :data:`SLOW_TO_START`, all (the first of
+    each entry point in the default run, the rest marked slow) or none."""
+    params, seen = [], set()
+    for spec in SPECS:
+        marks = [pytest.mark.docker] if spec.id in ON_DESKTOP else []
+        if spec.id in SLOW_TO_START:
+            if not every_slow_one:
+                continue
+            if spec.entry_point in seen:
+                marks.append(pytest.mark.slow)
+            seen.add(spec.entry_point)
+        params.append(pytest.param(spec.id, marks=marks))
+    return params
+
+
+@pytest.fixture(autouse=True)
+def prerequisites(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A Docker engine with the desktop image for an environment on a desktop, for that test only (the
+    sandboxed tool environments here pick their backend as they would without it)."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is None or callspec.params.get("env_id") not in ON_DESKTOP:
+        yield
+        return
+    with docker_with_images():
+        yield
 
 
 def test_the_bundled_families_are_registered():
     assert {"games/FrozenLake-v0", "games/Sokoban-v0", "tools/Calculator-v0"} <= set(BUNDLED)
 
 
-@pytest.mark.parametrize("env_id", BUNDLED)
+@pytest.mark.parametrize("env_id", _params(every_slow_one=True))
 def test_check_env_passes(env_id):
     env = agentgym.make(env_id)
-    report = agentgym.check_env(env, episodes=3)
+    report = agentgym.check_env(env, episodes=1 if env_id in SLOW_TO_START else 3)
     assert [name for name, _ in report.passed] == ["gymnasium", "tool_schemas", "determinism", "malformed_actions", "oracle"]
     env.close()
 
 
-@pytest.mark.parametrize("env_id", BUNDLED)
+@pytest.mark.parametrize("env_id", _params(every_slow_one=False))
 def test_oracle_solves_200_seeds_and_random_scores_below(env_id):
     env = agentgym.make(env_id)
     levels = list(env.difficulties)
     env.close()
-    tasks = TaskSet.generate(env_id, 12 if env_id in IN_BROWSER else 200, split="test", difficulties=levels)
+    tasks = TaskSet.generate(env_id, 200, split="test", difficulties=levels)
     oracle = asyncio.run(agentgym.evaluate(env_id, OraclePolicy(), tasks))
     random = asyncio.run(agentgym.evaluate(env_id, RandomPolicy(), tasks))
     assert oracle.summary.success_rate == 1.0 and oracle.summary.infra_errors == 0
@@ -60,11 +95,11 @@ actions = st.one_of(
 )
 
 
-@pytest.mark.parametrize("env_id", BUNDLED)
+@pytest.mark.parametrize("env_id", _params(every_slow_one=True))
 @pytest.mark.parametrize("parser", ["hermes", "pythonic"])
 def test_fuzzed_actions_never_raise(env_id, parser):
     @given(data=st.data())
-    @settings(max_examples=4 if env_id in IN_BROWSER else 60, deadline=None,
+    @settings(max_examples=4 if env_id in SLOW_TO_START else 60, deadline=None,
               suppress_health_check=[HealthCheck.too_slow])
     def fuzz(data):
         env = agentgym.make(env_id, parser=parser)

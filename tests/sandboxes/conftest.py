@@ -1,5 +1,5 @@
-"""Sandbox fixtures: each backend when its prerequisites are here (the Docker engine is started if it is
-not running, and stopped afterwards), skipped with the reason otherwise."""
+"""Sandbox fixtures: each backend when its prerequisites are here (the Docker engine comes from the session's
+``docker_engine`` fixture), skipped with the reason otherwise."""
 
 from __future__ import annotations
 
@@ -10,23 +10,6 @@ from typing import Any
 import pytest
 
 from agentgym.sandboxes import Sandbox, SandboxSpec, SandboxUnavailable, backend_module, open_sandbox
-
-
-@pytest.fixture(scope="session")
-def docker_engine() -> Iterator[Any]:
-    """A running Docker engine with the agentgym images built; stopped at the end if this session started it."""
-    from agentgym.sandboxes.docker_engine import ensure_engine
-    from agentgym.sandboxes.images import build_images
-
-    try:
-        engine = ensure_engine()
-    except SandboxUnavailable as exc:
-        pytest.skip(str(exc))
-    try:
-        build_images()
-        yield engine
-    finally:
-        engine.stop()
 
 
 @pytest.fixture(params=["local", pytest.param("docker", marks=pytest.mark.docker)])

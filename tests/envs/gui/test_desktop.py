@@ -1,12 +1,12 @@
 """gui/Desktop*-v0: task generators and checks on the host, then whole episodes on the X desktop in docker
-sandboxes (the agentgym/desktop image is built on first use, then found by its content hash)."""
+sandboxes (the session's ``docker_engine`` builds the agentgym/desktop image on first use, then finds it by its
+content hash)."""
 
 from __future__ import annotations
 
 import asyncio
 import struct
 import zlib
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -84,26 +84,6 @@ def test_the_desktop_refuses_the_local_backend():
 
 # -- on the desktop, in docker sandboxes -------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def desktop_image() -> Iterator[None]:
-    """A Docker engine (started here when none runs, and stopped afterwards) with agentgym/desktop built."""
-    from agentgym.sandboxes.docker_engine import ensure_engine
-    from agentgym.sandboxes.images import build_images
-
-    try:
-        engine = ensure_engine()
-    except SandboxUnavailable as exc:
-        pytest.skip(str(exc))
-    try:
-        try:
-            build_images(["desktop"])
-        except SandboxUnavailable as exc:
-            pytest.skip(str(exc))
-        yield
-    finally:
-        engine.stop()
-
-
 async def _play(env: DesktopEnv, policy: TextPolicy, seed: int, difficulty: str) -> Any:
     return await run_episode(env, policy, Task(env_id=env.task.env_id, seed=seed, difficulty=difficulty))
 
@@ -124,7 +104,7 @@ async def _play_all(jobs: list[tuple[str, str, TextPolicy, dict[str, Any]]], see
 
 
 @pytest.mark.docker
-def test_the_oracle_solves_every_task_at_every_difficulty(desktop_image):
+def test_the_oracle_solves_every_task_at_every_difficulty(docker_engine):
     jobs = [(name, difficulty, OraclePolicy(), {"accessibility": name != "MoveFiles"})
             for name in TASKS for difficulty in DIFFICULTIES]
     played = asyncio.run(_play_all(jobs, seed=1))
@@ -133,7 +113,7 @@ def test_the_oracle_solves_every_task_at_every_difficulty(desktop_image):
 
 
 @pytest.mark.docker
-def test_a_random_policy_scores_far_below(desktop_image):
+def test_a_random_policy_scores_far_below(docker_engine):
     names = ("WriteFile", "RenameFiles", "SortLines", "RunScript")
     jobs = [(name, "easy", RandomPolicy(), {"max_turns": 8}) for name in names]
     played = asyncio.run(_play_all(jobs, seed=2))
@@ -157,7 +137,7 @@ def _png_pixels(data: bytes) -> tuple[int, int, bytes]:
 
 
 @pytest.mark.docker
-def test_screenshots_are_pngs_of_the_configured_size_showing_the_application(desktop_image):
+def test_screenshots_are_pngs_of_the_configured_size_showing_the_application(docker_engine):
     env = DesktopEnv(task="SortLines", width=1280, height=800)
     try:
         observation, _ = env.reset(seed=0, options={"difficulty": "easy"})
@@ -178,7 +158,7 @@ def test_screenshots_are_pngs_of_the_configured_size_showing_the_application(des
 
 
 @pytest.mark.docker
-def test_the_same_seed_and_actions_give_the_same_screens(desktop_image):
+def test_the_same_seed_and_actions_give_the_same_screens(docker_engine):
     env = DesktopEnv(task="RenameFiles")
     try:
         seen = []
@@ -197,7 +177,7 @@ def test_the_same_seed_and_actions_give_the_same_screens(desktop_image):
 
 
 @pytest.mark.docker
-def test_checks_give_partial_credit_on_files_in_a_sandbox(desktop_image):
+def test_checks_give_partial_credit_on_files_in_a_sandbox(docker_engine):
     episode = TASKS["MoveFiles"].generate(np.random.default_rng(5), "medium")
     moving = sorted(episode.changes)
     target = episode.dirs[0]
@@ -232,7 +212,7 @@ def _live_sandboxes() -> set[str]:
 
 
 @pytest.mark.docker
-def test_closing_the_env_removes_its_sandbox(desktop_image):
+def test_closing_the_env_removes_its_sandbox(docker_engine):
     env = DesktopEnv(task="CreateFolders", pool_size=0)
     env.reset(seed=0)
     sandbox = env.sandbox.id
@@ -253,7 +233,7 @@ class _KillsTheDesktop(TextPolicy):
 
 
 @pytest.mark.docker
-def test_a_dead_sandbox_is_an_infrastructure_error_and_the_next_episode_runs(desktop_image):
+def test_a_dead_sandbox_is_an_infrastructure_error_and_the_next_episode_runs(docker_engine):
     async def both() -> tuple[Any, Any]:
         env = DesktopEnv(task="DeleteFiles")
         try:
