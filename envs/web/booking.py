@@ -7,6 +7,7 @@ import functools
 from typing import Any
 
 from agentgym.envs.web.env import WebEnv, opening
+from agentgym.envs.web.sites import OracleStep
 from agentgym.envs.web.sites.booking import (
     SESSION_COOKIE,
     BookingStore,
@@ -19,8 +20,6 @@ from agentgym.envs.web.sites.booking import (
 )
 from agentgym.messages import Message
 
-Step = tuple[str, ...]
-"""One oracle action: (tool, role, accessible name) and, for ``fill`` and ``select_option``, the value."""
 TURN_LIMIT = 30
 """Turns per episode at every difficulty (a task picked by index plays under the reset's difficulty): the
 oracle needs at most 12, 16 and 21 turns for easy, medium and hard tasks (see the tests); the rest is
@@ -101,18 +100,9 @@ class BookingEnv(WebEnv):
         reward = score_bookings(self.task, self.site.store.bookings(self.session))
         return reward, reward == 1.0
 
-    def oracle_action(self) -> str:
+    def oracle_steps(self) -> list[OracleStep]:
         assert self.task is not None
-        steps = oracle_steps(self.task, self.site.hotels)
-        tool, role, name, *value = steps[min(self.turn, len(steps) - 1)]
-        if tool == "send_msg_to_user":
-            return self.format_call(tool, text="The booking is done.")
-        arguments = {"element": self.find(role, name)}
-        if tool == "fill":
-            arguments["text"] = value[0]
-        elif tool == "select_option":
-            arguments["value"] = value[0]
-        return self.format_call(tool, **arguments)
+        return oracle_steps(self.task, self.site.hotels)
 
     def render_text(self) -> str:
         if self.task is None:
@@ -127,41 +117,44 @@ class BookingEnv(WebEnv):
         return "\n".join(lines)
 
 
-def oracle_steps(task: BookingTask, hotels: Hotels) -> list[Step]:
+def oracle_steps(task: BookingTask, hotels: Hotels) -> list[OracleStep]:
     """Each turn's action of a perfect player as (tool, role, accessible name, value): cancel or change the
     existing booking under "My bookings", search the city, apply the task's filters, open the first hotel that
     fits, book the room with every detail asked for, then say so."""
     stay = task.stay
-    steps: list[Step] = []
+    steps: list[OracleStep] = []
     if task.cancel is not None:
-        steps += [("click", "link", "My bookings"), ("click", "button", f"Cancel booking {task.cancel}"),
-                  ("click", "link", "Search stays")]
+        steps += [("click", "link", "My bookings", ""),
+                  ("click", "button", f"Cancel booking {task.cancel}", ""),
+                  ("click", "link", "Search stays", "")]
     if task.change is not None:
         change = task.change
-        steps += [("click", "link", "My bookings"), ("click", "link", f"Change booking {change.reference}"),
+        steps += [("click", "link", "My bookings", ""),
+                  ("click", "link", f"Change booking {change.reference}", ""),
                   ("fill", "textbox", "Check-in", str(change.check_in)),
                   ("fill", "textbox", "Check-out", str(change.check_out)),
                   ("select_option", "combobox", "Room type", change.room),
-                  ("click", "button", "Save changes"), ("click", "link", "Search stays")]
+                  ("click", "button", "Save changes", ""), ("click", "link", "Search stays", "")]
     steps += [("select_option", "combobox", "City", stay.city),
               ("fill", "textbox", "Check-in", str(stay.check_in)),
               ("fill", "textbox", "Check-out", str(stay.check_out)),
-              ("select_option", "combobox", "Guests", str(stay.guests)), ("click", "button", "Search")]
+              ("select_option", "combobox", "Guests", str(stay.guests)), ("click", "button", "Search", "")]
     if stay.hotel is None:
         if stay.max_price is not None:
             steps.append(("fill", "textbox", "Max price per night", str(stay.max_price)))
         if stay.min_rating is not None:
             steps.append(("select_option", "combobox", "Minimum rating", f"{stay.min_rating:.1f}"))
-        steps += [("click", "checkbox", amenity) for amenity in stay.amenities]
-        steps.append(("click", "button", "Update results"))
+        steps += [("click", "checkbox", amenity, "") for amenity in stay.amenities]
+        steps.append(("click", "button", "Update results", ""))
     guest, hotel = task.guest, hotels.hotel(min(stay.goals))
-    steps += [("click", "link", hotel.name), ("click", "link", f"Book the {stay.room}"),
+    steps += [("click", "link", hotel.name, ""), ("click", "link", f"Book the {stay.room}", ""),
               ("fill", "textbox", "Full name", guest.name), ("fill", "textbox", "Email", guest.email),
               ("fill", "textbox", "Phone", guest.phone)]
     if stay.arrival is not None:
         steps.append(("select_option", "combobox", "Arrival time", stay.arrival))
-    steps += [("click", "checkbox", extra) for extra in stay.extras]
+    steps += [("click", "checkbox", extra, "") for extra in stay.extras]
     if stay.request is not None:
         steps.append(("fill", "textbox", "Special requests", stay.request))
-    steps += [("click", "button", "Confirm booking"), ("send_msg_to_user", "", "")]
+    steps += [("click", "button", "Confirm booking", ""),
+              ("send_msg_to_user", "", "", "The booking is done.")]
     return steps

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import re
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar, Protocol
 from urllib.parse import urljoin, urlsplit
 
@@ -19,11 +20,13 @@ from agentgym.envs.web.browser import (
     NAVIGATION_TIMEOUT_MS,
     Browser,
     BrowserCrashed,
+    page_failure,
     release_browser,
     retain_browser,
 )
 from agentgym.envs.web.page_watch import PageWatch
 from agentgym.envs.web.server import serve, unserve
+from agentgym.envs.web.sites import OracleStep
 from agentgym.errors import ToolError
 from agentgym.messages import ContentPart, ImagePart, Message, TextPart
 from agentgym.tools import tool
@@ -64,7 +67,7 @@ class Site(Protocol):
 
 class WebEnv(Env):
     """An episode on a bundled :class:`Site` in Chromium. A subclass names its :attr:`site`, writes ``setup``
-    (draw a task, then ``await self.open_site()``) and :meth:`score`, and may use :meth:`find` in its oracle."""
+    (draw a task, then ``await self.open_site()``), :meth:`score` and :meth:`oracle_steps`."""
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 1}
     execution = "inline"
@@ -98,6 +101,23 @@ class WebEnv(Env):
         """The reward and success of the episode, read from the site's state for this session."""
         raise NotImplementedError(f"{type(self).__name__} must implement score()")
 
+    def oracle_steps(self) -> Sequence[OracleStep]:
+        """The oracle's actions in this episode, one a turn, the last ``send_msg_to_user``."""
+        raise NotImplementedError(f"{type(self).__name__} has no oracle")
+
+    def oracle_action(self) -> str:
+        """This turn's step of :meth:`oracle_steps`, its element found by role and name on the current page."""
+        steps = self.oracle_steps()
+        tool, role, name, value = steps[min(self.turn, len(steps) - 1)]
+        if tool == "send_msg_to_user":
+            return self.format_call(tool, text=value)
+        arguments = {"element": self.find(role, name)}
+        if tool == "fill":
+            arguments["text"] = value
+        elif tool == "select_option":
+            arguments["value"] = value
+        return self.format_call(tool, **arguments)
+
     async def open_site(self, state: Any = None) -> list[ContentPart]:
         """Start this episode's site session (with ``state`` where the task gives the site one) and browser
         page at :attr:`start_path`; its first observation."""
@@ -114,7 +134,7 @@ class WebEnv(Env):
         await PageWatch.install(context)
         await context.add_cookies([{"name": self.site.session_cookie, "value": self.session, "url": self._base}])
         await context.route(lambda url: not url.startswith(self._base), lambda route: route.abort())
-        await self._act("open the site", self._page.goto(self._base + self.start_path), mark=False)
+        await self._act("open the site", lambda: self._page.goto(self._base + self.start_path), mark=False)
         return await self.observe()
 
     async def observe(self) -> list[ContentPart]:
@@ -126,7 +146,7 @@ class WebEnv(Env):
             shot = self.screenshot or self.render_mode == "rgb_array"
             self.image = await page.screenshot(type="png") if shot else None
         except Exception as exc:
-            raise self._failure("read the page", exc) from exc
+            raise page_failure(self._browser, page, "read the page", exc) from exc
         if len(tree) > SNAPSHOT_LIMIT:
             tree = tree[:SNAPSHOT_LIMIT] + "\n[… the rest of the page is cut; scroll or open a narrower page]"
         self.snapshot = tree
@@ -161,7 +181,8 @@ class WebEnv(Env):
         Args:
             element: The element's id from the page, e.g. "e12".
         """
-        await self._act(f"click {element}", self._locate(element).click(no_wait_after=True), after_input=True)
+        locator = self._locate(element)
+        await self._act(f"click {element}", lambda: locator.click(no_wait_after=True), after_input=True)
         return await self.observe()
 
     @tool
@@ -172,7 +193,8 @@ class WebEnv(Env):
             element: The text box's id, e.g. "e7".
             text: The text to put there.
         """
-        await self._act(f"fill {element}", self._locate(element).fill(text))
+        locator = self._locate(element)
+        await self._act(f"fill {element}", lambda: locator.fill(text))
         return await self.observe()
 
     @tool
@@ -183,7 +205,8 @@ class WebEnv(Env):
             element: The drop-down's id, e.g. "e9".
             value: The option's text or value.
         """
-        await self._act(f"select {value!r} in {element}", self._locate(element).select_option(value))
+        locator = self._locate(element)
+        await self._act(f"select {value!r} in {element}", lambda: locator.select_option(value))
         return await self.observe()
 
     @tool
@@ -193,7 +216,7 @@ class WebEnv(Env):
         Args:
             key: A key name such as "Enter", "Tab", "ArrowDown" or "a".
         """
-        await self._act(f"press {key}", self._page.keyboard.press(key), after_input=True)
+        await self._act(f"press {key}", lambda: self._page.keyboard.press(key), after_input=True)
         return await self.observe()
 
     @tool
@@ -204,7 +227,7 @@ class WebEnv(Env):
             dx: Pixels to the right (negative: left).
             dy: Pixels down (negative: up).
         """
-        await self._act("scroll", self._page.mouse.wheel(dx, dy), after_input=True)
+        await self._act("scroll", lambda: self._page.mouse.wheel(dx, dy), after_input=True)
         return await self.observe()
 
     @tool
@@ -218,13 +241,13 @@ class WebEnv(Env):
         target = urljoin(self._base + "/", url)
         if urlsplit(target).netloc != urlsplit(self._base).netloc or urlsplit(target).scheme != "http":
             raise ToolError(f"goto is limited to this site; {url!r} is elsewhere. Use a path such as \"/\".")
-        await self._act(f"open {url}", self._page.goto(target))
+        await self._act(f"open {url}", lambda: self._page.goto(target))
         return await self.observe()
 
     @tool
     async def go_back(self) -> list[ContentPart]:
         """Go back to the previous page."""
-        await self._act("go back", self._page.go_back())
+        await self._act("go back", self._page.go_back)
         return await self.observe()
 
     @tool
@@ -270,28 +293,25 @@ class WebEnv(Env):
                             f"{self.page_text}")
         return self._page.locator(f"aria-ref={element}")
 
-    async def _act(self, what: str, action: Any, *, after_input: bool = False, mark: bool = True) -> None:
-        """Await a Playwright action, then the page it led to (see :class:`PageWatch`): a mistake (no such
-        element, not editable, timed out) is the agent's and becomes a :class:`ToolError` carrying the page; a
-        dead browser is a :class:`BrowserCrashed`. ``after_input``: the action is a mouse or keyboard input,
-        which the page handles after Playwright returns; ``mark``: the page has a document to compare with."""
+    async def _act(self, what: str, action: Callable[[], Awaitable[Any]], *, after_input: bool = False,
+                   mark: bool = True) -> None:
+        """Run a Playwright action, then wait for the page it led to (see :class:`PageWatch`): a mistake (no
+        such element, not editable, timed out) is the agent's and becomes a :class:`ToolError` carrying the
+        page; a dead browser is a :class:`BrowserCrashed`. ``after_input``: the action is a mouse or keyboard
+        input, which the page handles after Playwright returns; ``mark``: the page has a document to compare
+        with."""
         assert self._watch is not None
         try:
             if mark:
                 await self._watch.mark()
-            await action
+            await action()
             await self._watch.settle(timeout=NAVIGATION_TIMEOUT_MS / 1000, after_input=after_input)
         except Exception as exc:
-            failure = self._failure(what, exc)
+            failure = page_failure(self._browser, self._page, what, exc)
             if isinstance(failure, BrowserCrashed):
                 raise failure from exc
             await self.observe()
             raise ToolError(f"{failure}\n\n{self.page_text}") from None
-
-    def _failure(self, what: str, exc: Exception) -> Exception:
-        if self._browser is None or not self._browser.connected or self._page.is_closed():
-            return BrowserCrashed(f"the browser died while trying to {what}: {str(exc).splitlines()[0]}")
-        return ToolError(f"could not {what}: {_first_line(exc)}")
 
     async def _end_episode(self) -> None:
         page, self._page, self._watch = self._page, None, None
@@ -300,12 +320,6 @@ class WebEnv(Env):
         if self.session is not None:
             self.site.end_session(self.session)
             self.session = None
-
-
-def _first_line(exc: Exception) -> str:
-    """A Playwright error's message without its call log."""
-    text = str(exc).split("Call log:")[0].strip()
-    return text.splitlines()[0].removeprefix("Locator.").strip() if text else type(exc).__name__
 
 
 def opening(instruction: str, page: list[ContentPart]) -> list[Message]:

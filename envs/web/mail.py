@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 from agentgym.envs.web.env import WebEnv, opening
+from agentgym.envs.web.sites import OracleStep
 from agentgym.envs.web.sites.mail import (
     Mailbox,
     MailStore,
@@ -100,18 +102,9 @@ class MailEnv(WebEnv):
         reward = score(self.task.goal, self.initial, self.site.store.mailbox(self.session), self.message)
         return reward, reward == 1.0
 
-    def oracle_action(self) -> str:
+    def oracle_steps(self) -> Sequence[OracleStep]:
         assert self.task is not None
-        steps = self.task.steps
-        tool, role, name, value = steps[min(self.turn, len(steps) - 1)]
-        if tool == "send_msg_to_user":
-            return self.format_call(tool, text=value)
-        arguments = {"element": self.find(role, name)}
-        if tool == "fill":
-            arguments["text"] = value
-        elif tool == "select_option":
-            arguments["value"] = value
-        return self.format_call(tool, **arguments)
+        return self.task.steps
 
     def render_text(self) -> str:
         return self.task.text if self.task is not None else ""

@@ -28,13 +28,14 @@ def label_args(browser_id: str) -> list[str]:
 
 
 def kill_browser(browser_id: str) -> int:
-    """Kill the Chromium labelled ``browser_id`` and its process group; returns how many groups were killed."""
+    """Kill the Chromium labelled ``browser_id`` and its process group; returns how many were killed."""
     return sum(_kill_group(pid) for pid, labels in _labelled() if labels.get(BROWSER_SWITCH) == browser_id)
 
 
 def reap_browsers() -> int:
     """Kill every labelled Chromium whose launching process is gone; returns how many."""
-    return sum(_kill_group(pid) for pid, labels in _labelled() if not owner_alive(labels.get(OWNER_SWITCH, "")))
+    orphans = [pid for pid, labels in _labelled() if not owner_alive(labels.get(OWNER_SWITCH, ""))]
+    return sum(_kill_group(pid) for pid in orphans)
 
 
 @functools.cache
@@ -61,7 +62,7 @@ def _labelled() -> Iterator[tuple[int, dict[str, str]]]:
 
 
 def _kill_group(pid: int) -> bool:
-    """SIGKILL ``pid``'s process group when it leads one (else ``pid`` alone); whether it was there to kill."""
+    """SIGKILL ``pid``'s process group when it leads one (else ``pid`` alone); whether it was there."""
     with contextlib.suppress(ProcessLookupError):
         if os.getpgid(pid) == pid:
             os.killpg(pid, signal.SIGKILL)

@@ -6,6 +6,7 @@ import functools
 from typing import Any
 
 from agentgym.envs.web.env import WebEnv, opening
+from agentgym.envs.web.sites import OracleStep
 from agentgym.envs.web.sites.sessions import SESSION_COOKIE
 from agentgym.envs.web.sites.shop import (
     Catalog,
@@ -96,33 +97,23 @@ class ShopEnv(WebEnv):
         reward = score_order(self.instruction, self.site.store.orders(self.session), self.site.catalog)
         return reward, reward == 1.0
 
-    def oracle_action(self) -> str:
+    def oracle_steps(self) -> list[OracleStep]:
+        """Search for the planned product by its title, open it, choose its options, add it to the cart, check
+        out with :data:`BUYER`'s details, then say so."""
         assert self.plan is not None
-        steps = self._oracle_steps(self.plan)
-        tool, role, name, *value = steps[min(self.turn, len(steps) - 1)]
-        if tool == "send_msg_to_user":
-            return self.format_call(tool, text="I placed the order.")
-        arguments = {"element": self.find(role, name)}
-        if tool == "fill":
-            arguments["text"] = value[0]
-        elif tool == "select_option":
-            arguments["value"] = value[0]
-        return self.format_call(tool, **arguments)
+        title = self.site.catalog.product(self.plan.product_id).title
+        return [
+            ("fill", "textbox", "Search products", self.plan.query),
+            ("click", "button", "Search", ""),
+            ("click", "link", title, ""),
+            *(("select_option", "combobox", option.capitalize(), value)
+              for option, value in self.plan.options.items()),
+            ("click", "button", "Add to cart", ""),
+            ("click", "link", "Checkout", ""),
+            *(("fill", "textbox", label, text) for label, text in BUYER.items()),
+            ("click", "button", "Place order", ""),
+            ("send_msg_to_user", "", "", "I placed the order."),
+        ]
 
     def render_text(self) -> str:
         return self.instruction.text if self.instruction is not None else ""
-
-    def _oracle_steps(self, plan: OraclePlan) -> list[tuple[str, ...]]:
-        """Each turn's action as (tool, role, accessible name, value)."""
-        title = self.site.catalog.product(plan.product_id).title
-        return [
-            ("fill", "textbox", "Search products", plan.query),
-            ("click", "button", "Search"),
-            ("click", "link", title),
-            *(("select_option", "combobox", option.capitalize(), value) for option, value in plan.options.items()),
-            ("click", "button", "Add to cart"),
-            ("click", "link", "Checkout"),
-            *(("fill", "textbox", label, text) for label, text in BUYER.items()),
-            ("click", "button", "Place order"),
-            ("send_msg_to_user", "", ""),
-        ]

@@ -15,6 +15,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from agentgym.envs.web.sites import OracleStep
 from agentgym.envs.web.sites.mail.mailbox import Generated, Thread, generate
 from agentgym.envs.web.sites.mail.store import (
     ARCHIVE,
@@ -45,9 +46,6 @@ LOOK_UPS = {"shipping": ("What is the tracking number of your {item} order from 
             "invoice": ("How much is due on the invoice from {vendor} for order {order}?", "amount"),
             "meeting": ("In which room is the {topic} meeting that {proposer} proposed?", "room")}
 """Questions about one fact of a conversation, by its kind, and the fact that answers."""
-Step = tuple[str, str, str, str]
-"""One oracle action: (tool, role, accessible name, value); role and name are empty where the tool needs
-none."""
 T = TypeVar("T")
 
 
@@ -118,7 +116,7 @@ class MailTask:
     text: str
     seed: int
     goal: Goal
-    steps: tuple[Step, ...]
+    steps: tuple[OracleStep, ...]
 
 
 def own_text(body: str) -> str:
@@ -174,7 +172,7 @@ def score(goal: Goal, initial: Mailbox, final: Mailbox, message: str | None) -> 
 class _Made:
     text: str
     goal: Goal
-    steps: tuple[Step, ...]
+    steps: tuple[OracleStep, ...]
 
 
 Family = Callable[[np.random.Generator, Generated], "_Made | None"]
@@ -202,18 +200,18 @@ def _pick(rng: np.random.Generator, options: list[T]) -> T | None:
     return options[int(rng.integers(len(options)))] if options else None
 
 
-def _done(text: str = "Done.") -> Step:
+def _done(text: str = "Done.") -> OracleStep:
     return ("send_msg_to_user", "", "", text)
 
 
-def _open(box: Mailbox, mail: Mail) -> list[Step]:
+def _open(box: Mailbox, mail: Mail) -> list[OracleStep]:
     """Find ``mail`` by its sender and subject with the search box, and open it."""
     query = f"from:{mail.sender} {mail.subject}"
     return [("fill", "searchbox", "Search mail", query), ("click", "button", "Search", ""),
             ("click", "link", box.label(mail), "")]
 
 
-def _select(box: Mailbox, query: str, mails: list[Mail]) -> list[Step]:
+def _select(box: Mailbox, query: str, mails: list[Mail]) -> list[OracleStep]:
     """Search with ``query`` and tick each of ``mails`` in the results."""
     return [("fill", "searchbox", "Search mail", query), ("click", "button", "Search", ""),
             *(("click", "checkbox", f"Select {box.label(m)}", "") for m in mails)]
