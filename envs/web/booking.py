@@ -9,7 +9,7 @@ from typing import Any
 from agentgym.envs.web.env import WebEnv, opening
 from agentgym.envs.web.sites import OracleStep
 from agentgym.envs.web.sites.booking import (
-    SESSION_COOKIE,
+    BookingState,
     BookingStore,
     BookingTask,
     Hotels,
@@ -18,6 +18,7 @@ from agentgym.envs.web.sites.booking import (
     generate_tasks,
     score_bookings,
 )
+from agentgym.envs.web.sites.sessions import SessionSite
 from agentgym.messages import Message
 
 TURN_LIMIT = 30
@@ -26,27 +27,18 @@ oracle needs at most 12, 16 and 21 turns for easy, medium and hard tasks (see th
 slack."""
 
 
-class BookingSite:
+class BookingSite(SessionSite[BookingState]):
     """The booking site as a :class:`~agentgym.envs.web.env.Site`: 80 generated hotels in 10 cities, 150
     tasks, and one set of bookings and callback requests per session."""
 
     name = "booking"
-    session_cookie = SESSION_COOKIE
+    store: BookingStore
 
     def __init__(self, seed: int = 0) -> None:
         self.hotels: Hotels = generate_hotels(seed)
         self.tasks: tuple[BookingTask, ...] = generate_tasks(self.hotels, seed)
-        self.store = BookingStore()
-        self._app = create_app(self.hotels, self.store)
-
-    def app(self) -> Any:
-        return self._app
-
-    def new_session(self, state: Any = None) -> str:
-        return self.store.new_session(state)
-
-    def end_session(self, session: str) -> None:
-        self.store.end(session)
+        store = BookingStore()
+        super().__init__(create_app(self.hotels, store), store)
 
 
 @functools.cache

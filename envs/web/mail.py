@@ -17,7 +17,7 @@ from agentgym.envs.web.sites.mail import (
     generate_tasks,
     score,
 )
-from agentgym.envs.web.sites.sessions import SESSION_COOKIE
+from agentgym.envs.web.sites.sessions import SessionSite
 from agentgym.messages import Message
 
 TURN_LIMITS = {"easy": 15, "medium": 20, "hard": 25}
@@ -25,26 +25,17 @@ TURN_LIMITS = {"easy": 15, "medium": 20, "hard": 25}
 (and a task played by index fits whatever difficulty the reset named)."""
 
 
-class MailSite:
+class MailSite(SessionSite[Mailbox]):
     """The webmail client as a :class:`~agentgym.envs.web.env.Site`: 150 generated tasks, each with a mailbox
     of its own, and one mailbox per session."""
 
     name = "mail"
-    session_cookie = SESSION_COOKIE
+    store: MailStore
 
     def __init__(self, seed: int = 0) -> None:
         self.tasks: tuple[MailTask, ...] = generate_tasks(seed)
-        self.store = MailStore(lambda: generate_mailbox(seed))
-        self._app = create_app(self.store)
-
-    def app(self) -> Any:
-        return self._app
-
-    def new_session(self, state: Any = None) -> str:
-        return self.store.new_session(state)
-
-    def end_session(self, session: str) -> None:
-        self.store.end(session)
+        store = MailStore(lambda: generate_mailbox(seed))
+        super().__init__(create_app(store), store)
 
 
 @functools.cache

@@ -7,11 +7,12 @@ from typing import Any
 
 from agentgym.envs.web.env import WebEnv, opening
 from agentgym.envs.web.sites import OracleStep
-from agentgym.envs.web.sites.sessions import SESSION_COOKIE
+from agentgym.envs.web.sites.sessions import SessionSite
 from agentgym.envs.web.sites.shop import (
     Catalog,
     Instruction,
     OraclePlan,
+    ShopState,
     ShopStore,
     create_app,
     generate_catalog,
@@ -25,27 +26,18 @@ BUYER = {"Full name": "Alex Morgan", "Address": "12 Harbour Road, Port Ellen"}
 """What the oracle types at checkout (any name and address will do)."""
 
 
-class ShopSite:
+class ShopSite(SessionSite[ShopState]):
     """The shop as a :class:`~agentgym.envs.web.env.Site`: 600 generated products, 240 instructions, and
     one cart and order history per session."""
 
     name = "shop"
-    session_cookie = SESSION_COOKIE
+    store: ShopStore
 
     def __init__(self, seed: int = 0) -> None:
         self.catalog: Catalog = generate_catalog(seed)
         self.instructions: tuple[Instruction, ...] = generate_instructions(self.catalog, seed)
-        self.store = ShopStore()
-        self._app = create_app(self.catalog, self.store)
-
-    def app(self) -> Any:
-        return self._app
-
-    def new_session(self, state: Any = None) -> str:
-        return self.store.new_session(state)
-
-    def end_session(self, session: str) -> None:
-        self.store.end(session)
+        store = ShopStore()
+        super().__init__(create_app(self.catalog, store), store)
 
 
 @functools.cache

@@ -1,4 +1,5 @@
-"""What every bundled site shares: per-session state behind a lock, the session cookie, and form parsing.
+"""What every bundled site shares: per-session state behind a lock, the session cookie, the site object the
+environments use, and form parsing.
 
 A site keeps one state object per session (a cart, an inbox, a set of bookings). The environment starts a
 session for each episode and hands its id to the browser as a cookie, so parallel episodes never touch each
@@ -12,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 from urllib.parse import parse_qs
 
 from starlette.requests import Request
@@ -66,6 +67,30 @@ class SessionStore(Generic[State]):
             except KeyError:
                 raise KeyError(f"unknown {self._kind} session {sid!r}") from None
             yield state
+
+
+class SessionSite(Generic[State]):
+    """A bundled site: the ASGI ``app`` serving it and the ``store`` of its sessions' state; what
+    :class:`agentgym.envs.web.env.Site` asks of a site. A subclass names itself and builds both."""
+
+    name: ClassVar[str]
+    session_cookie = SESSION_COOKIE
+
+    def __init__(self, app: Any, store: SessionStore[State]) -> None:
+        self.store = store
+        self._app = app
+
+    def app(self) -> Any:
+        """The ASGI application."""
+        return self._app
+
+    def new_session(self, state: State | None = None) -> str:
+        """A fresh session whose state is ``state`` (or a new one)."""
+        return self.store.new_session(state)
+
+    def end_session(self, session: str) -> None:
+        """Drop a session's state."""
+        self.store.end(session)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from agentgym.envs.web.sites.shop.catalog import (
     oracle_plan,
     score_order,
 )
-from agentgym.envs.web.sites.shop.store import CartLine, Order, ShopStore
+from agentgym.envs.web.sites.shop.store import CartLine, Order, ShopState, ShopStore
 
 __all__ = [
     "SESSION_COOKIE",
@@ -23,6 +23,7 @@ __all__ = [
     "OraclePlan",
     "Order",
     "Product",
+    "ShopState",
     "ShopStore",
     "create_app",
     "generate_catalog",
