@@ -15,7 +15,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from agentgym.messages import ToolCall
+from agentgym.messages import ImagePart, ToolCall
 
 FinishReason = Literal["stop", "length", "abort"]
 _request_ids = itertools.count()
@@ -45,6 +45,10 @@ class GenerationRequest(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     prompt_ids: list[int] = Field(min_length=1)
+    images: list[ImagePart] = []
+    """The conversation's images, in the order their placeholders stand in ``prompt_ids`` (the chat template
+    writes one per image part). An engine serving a vision-language model passes them to it; an engine of a
+    text-only model leaves them out, and the model reads what the template wrote in their place."""
     sampling: SamplingParams = SamplingParams()
     request_id: str = Field(default_factory=lambda: f"req-{next(_request_ids)}")
 

@@ -1,6 +1,8 @@
 """The ``vllm`` engine: vLLM's async engine on a GPU, fed token ids, with weight updates in place.
 
-Each request streams from vLLM's ``AsyncLLM`` as a ``TokensPrompt`` with one logprob per token.
+Each request streams from vLLM's ``AsyncLLM`` as a ``TokensPrompt`` with one logprob per token; for a
+vision-language model the request's images go with it as ``multi_modal_data`` (vLLM expands each image
+placeholder the chat template wrote into the model's image tokens).
 The logprobs are vLLM's *processed* ones (``logprobs_mode="processed_logprobs"``): the distribution
 after temperature and top-p, which is the one :mod:`agentgym.inference.sampling` defines.
 
@@ -14,6 +16,8 @@ when an engine is built: ``agentgym`` imports without it.
 from __future__ import annotations
 
 import asyncio
+import base64
+import io
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -23,6 +27,7 @@ import torch
 
 from agentgym.inference._clock import RequestClock
 from agentgym.inference.types import EngineStats, FinishReason, GenerationRequest, GenerationResult
+from agentgym.messages import ImagePart
 
 _EXTENSION = f"{__name__}.WeightLoader"
 
@@ -56,6 +61,13 @@ def _checkpoint_tensors(folder: Path) -> Iterator[tuple[str, torch.Tensor]]:
         raise FileNotFoundError(f"no *.safetensors or pytorch_model*.bin weights in {folder}")
     for file in files:
         yield from torch.load(file, map_location="cpu", weights_only=True).items()
+
+
+def _pil_image(image: ImagePart) -> Any:
+    """An image part as the PIL image vLLM's multimodal processor takes (in RGB)."""
+    from PIL import Image
+
+    return Image.open(io.BytesIO(base64.b64decode(image.data))).convert("RGB")
 
 
 class VLLMEngine:
@@ -98,6 +110,8 @@ class VLLMEngine:
         )
         self._llm = AsyncLLMEngine.from_engine_args(args)
         self._tokenizer = AutoTokenizer.from_pretrained(str(model))
+        self.multimodal = bool(self._llm.model_config.is_multimodal_model)
+        """Whether the model takes images: a request's images go to it; otherwise they are left out."""
         self._version = 0
         self._closed = False
         self._running = asyncio.Event()
@@ -182,6 +196,8 @@ class VLLMEngine:
             output_kind=RequestOutputKind.DELTA,
         )
         prompt = TokensPrompt(prompt_token_ids=request.prompt_ids + tokens)
+        if request.images and self.multimodal:
+            prompt["multi_modal_data"] = {"image": [_pil_image(image) for image in request.images]}
         request_id = f"{request.request_id}-{uuid.uuid4().hex[:8]}"
         async for output in self._llm.generate(prompt, params, request_id):
             completion = output.outputs[0]

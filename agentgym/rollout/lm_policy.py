@@ -58,7 +58,8 @@ class TokenSession:
             raise ContextLimit(f"the conversation fills the context ({len(context)} of {self.policy.max_context} tokens)")
         sampling = self.policy.turn_sampling(self.rng)
         sampling = sampling.model_copy(update={"max_tokens": min(sampling.max_tokens, room), "seed": int(self.rng.integers(2**31))})
-        result = await self.policy.engine.generate(GenerationRequest(prompt_ids=context, sampling=sampling))
+        request = GenerationRequest(prompt_ids=context, images=list(self.tokens.images), sampling=sampling)
+        result = await self.policy.engine.generate(request)
         if result.finish_reason == "abort":
             raise EngineAborted("the engine aborted the request (it was shut down)")
         return self.tokens.respond(result.token_ids, result.logprobs, result.versions)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentgym.messages import Message
+from agentgym.messages import ImagePart, Message
 from agentgym.rollout.render import ChatRenderer
 from agentgym.trajectory import Trajectory
 
@@ -26,11 +26,15 @@ class TokenRecord:
         self.versions: list[int] = []
         self.prompt_lengths: list[int] = []
         """Length of the context at each turn (each a prefix of the next)."""
+        self.images: list[ImagePart] = []
+        """The conversation's images so far, in the order the template placed them in the ids."""
         self._close: list[int] = []
 
     def observe(self, observation: list[Message]) -> list[int]:
-        """Append what the environment said and the generation prompt; the context to answer."""
+        """Append what the environment said (keeping its images) and the generation prompt; the context to
+        answer."""
         messages = [m.to_openai() for m in observation]
+        self.images.extend(image for message in observation for image in message.images)
         if self.token_ids:
             self._extend(self._close + self.renderer.observation_ids(messages))
         else:

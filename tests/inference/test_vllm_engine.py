@@ -4,7 +4,9 @@ determinism and weight updates in place. Needs a CUDA GPU and vLLM; skipped with
 from __future__ import annotations
 
 import asyncio
+import base64
 import importlib.util
+import io
 
 import pytest
 import torch
@@ -12,6 +14,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from agentgym.inference import GenerationRequest, InferenceEngine, SamplingParams
 from agentgym.inference.sampling import token_logprobs
+from agentgym.messages import ImagePart
 
 pytestmark = pytest.mark.gpu
 
@@ -89,6 +92,18 @@ def test_seeded_requests_repeat(loop, engine, prompt):
     other = generate(loop, engine, prompt, temperature=1.0, max_tokens=24, seed=6)
     assert first.token_ids == again.token_ids and first.logprobs == pytest.approx(again.logprobs, abs=1e-3)
     assert other.token_ids != first.token_ids
+
+
+def test_a_text_model_leaves_a_requests_images_out(loop, engine, prompt):
+    from PIL import Image
+
+    png = io.BytesIO()
+    Image.new("RGB", (32, 24), "white").save(png, "PNG")
+    screen = ImagePart(data=base64.b64encode(png.getvalue()).decode())
+    assert engine.multimodal is False
+    plain = generate(loop, engine, prompt, temperature=0, max_tokens=12)
+    request = GenerationRequest(prompt_ids=prompt, images=[screen], sampling=SamplingParams(temperature=0, max_tokens=12))
+    assert loop.run_until_complete(engine.generate(request)).token_ids == plain.token_ids
 
 
 def test_update_weights_changes_outputs_and_versions(loop, engine, prompt, tiny_model_dir):
