@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from agentgym.checker import check_env
+from agentgym.checker import CheckReport, check_env
 from agentgym.errors import AgentGymError, EnvCheckError, RegistrationError
 from agentgym.evaluation import EvalResult, evaluate
 from agentgym.inference import ENGINES, SamplingParams
@@ -217,21 +217,28 @@ def check(env_ids: tuple[str, ...], check_all: bool, family: str | None, episode
         for env_id in ids:
             progress.update(bar, description=f"checking {env_id}")
             started = time.perf_counter()
-            env = make(env_id)
             try:
-                report = check_env(env, episodes=episodes)
+                report = _checked(env_id, episodes)
                 table.add_row(env_id, "[green]pass[/green]", f"{time.perf_counter() - started:.2f}",
                               ", ".join(name for name, _ in report.passed))
-            except EnvCheckError as exc:
+            except AgentGymError as exc:  # a failed check, or what it needs is missing (a browser, an engine)
                 failed += 1
-                table.add_row(env_id, "[red]FAIL[/red]", f"{time.perf_counter() - started:.2f}", str(exc))
-            finally:
-                env.close()
+                detail = str(exc) if isinstance(exc, EnvCheckError) else f"{type(exc).__name__}: {exc}"
+                table.add_row(env_id, "[red]FAIL[/red]", f"{time.perf_counter() - started:.2f}", detail)
             progress.advance(bar)
     out.print(table)
     if failed:
         click.echo(f"{failed} of {len(ids)} environments failed their checks", err=True)
         sys.exit(1)
+
+
+def _checked(env_id: str, episodes: int) -> CheckReport:
+    """The checks' report on a fresh ``env_id``, closed afterwards."""
+    env = make(env_id)
+    try:
+        return check_env(env, episodes=episodes)
+    finally:
+        env.close()
 
 
 @cli.command("eval")

@@ -1,5 +1,17 @@
-"""A module that registers an environment when imported (for ``make("module:id")``)."""
+"""A module that registers environments when imported (for ``make("module:id")``)."""
 
 import agentgym
+from agentgym.sandboxes import SandboxUnavailable
+from tests.conftest import CounterEnv
 
 agentgym.register("test/Imported-v0", "tests.conftest:CounterEnv")
+
+
+class NeedsAnEngine(CounterEnv):
+    """An environment whose episodes need a Docker engine that is not there."""
+
+    def setup(self, difficulty, options):
+        raise SandboxUnavailable("no Docker engine answers")
+
+
+agentgym.register("test/NeedsAnEngine-v0", "tests.fixtures_registering:NeedsAnEngine")

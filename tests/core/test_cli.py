@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,8 +14,9 @@ import pytest
 AGENTGYM = str(Path(sys.executable).with_name("agentgym"))
 
 
-def agentgym(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([AGENTGYM, *args], input=stdin, capture_output=True, text=True, timeout=300)
+def agentgym(*args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([AGENTGYM, *args], input=stdin, capture_output=True, text=True, timeout=300,
+                          env=None if env is None else {**os.environ, **env})
 
 
 def test_list_json_and_family_filter():
@@ -105,3 +108,12 @@ def test_play_on_a_web_environment_saves_the_screen_each_turn(tmp_path):
     assert f"screen: {shots[1]}" in played.stdout and "goto is limited to this site" in played.stdout
     cart = Image.open(shots[1])
     assert cart.size == (1280, 800) and len(cart.convert("L").getcolors(maxcolors=256 * 256)) > 10
+
+
+def test_check_reports_an_environment_it_cannot_run_and_goes_on_to_the_next():
+    root = str(Path(__file__).parents[2])  # so that the command can import the tests' environments
+    done = agentgym("check", "tests.fixtures_registering:test/NeedsAnEngine-v0", "games/FrozenLake-v0",
+                    env={"PYTHONPATH": root})
+    assert done.returncode == 1 and "1 of 2 environments failed" in done.stderr
+    assert "SandboxUnavailable: no Docker engine answers" in done.stdout
+    assert re.search(r"games/FrozenLake-v0\s+│ pass", done.stdout)
