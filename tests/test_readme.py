@@ -7,6 +7,8 @@ import sys
 import types
 from pathlib import Path
 
+import pytest
+
 from agentgym import registration
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
@@ -38,3 +40,11 @@ def test_rollout_example_runs(tiny_model_dir, tmp_path, monkeypatch, capsys):
     exec(compile(example, "README.md", "exec"), {"__name__": "readme_rollout"})
     printed = capsys.readouterr().out
     assert "'rollout/finished': 16" in printed and "'rollout/errored': 0" in printed
+
+
+@pytest.mark.browser
+def test_web_example_runs(capsys):
+    (example,) = [b for b in BLOCKS if 'agentgym.make("web/Shop-v0"' in b]
+    exec(compile(example, "README.md", "exec"), {})
+    printed = capsys.readouterr().out
+    assert 'textbox "Search products"' in printed and printed.rstrip().endswith("1 None")
