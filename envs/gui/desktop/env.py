@@ -21,10 +21,10 @@ MIN_SIZE = (1024, 768)
 class DesktopEnv(GuiEnv, SandboxEnv):
     """One desktop task (``task``, a name of :data:`~agentgym.envs.gui.desktop.tasks.TASKS`) per episode: a fresh
     sandbox from the ``agentgym/desktop`` image, the task's files laid down in /work, its application started
-    full screen. ``done`` reads the files back: the reward is the mean score of the task's parts less a
-    quarter for each file the task did not name that was changed, moved or deleted; success is every part
-    done and nothing else touched. Docker only: the desktop's processes must outlive the commands that start
-    them, which the ``local`` backend does not allow."""
+    full screen. ``done`` reads the files back, and the window titles on screen: the reward is the mean score
+    of the task's parts less a quarter for each file the task did not name that was changed, moved or deleted;
+    success is every part done and nothing else touched. Docker only: the desktop's processes must outlive the
+    commands that start them, which the ``local`` backend does not allow."""
 
     difficulties = ("easy", "medium", "hard")
     default_max_turns = 30
@@ -68,7 +68,8 @@ class DesktopEnv(GuiEnv, SandboxEnv):
 
     async def score(self) -> tuple[float, bool]:
         assert self.episode is not None
-        reward, success, parts, damaged = self.episode.score(await read_state(self.sandbox))
+        titles = tuple(window.title for window in self.screen.windows)
+        reward, success, parts, damaged = self.episode.score(await read_state(self.sandbox, titles))
         self.result = (parts, damaged)
         return reward, success
 

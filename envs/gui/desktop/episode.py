@@ -28,12 +28,14 @@ Step = tuple[str, dict[str, Any]]
 
 @dataclass(frozen=True)
 class State:
-    """The work dir as the checks see it: every file that is not hidden (text, or ``None`` when it is not UTF-8
-    or too large), its permission bits, and every folder; paths relative to /work."""
+    """What the checks see at the end: every file of the work dir that is not hidden (text, or ``None`` when it
+    is not UTF-8 or too large), its permission bits, and every folder, paths relative to /work; and the
+    applications' state as the screen shows it, the titles of the open windows (top first)."""
 
     files: dict[str, str | None]
     modes: dict[str, int]
     dirs: frozenset[str]
+    windows: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -179,8 +181,8 @@ async def lay_down(sandbox: Sandbox, episode: Episode) -> None:
         raise SandboxError(f"could not lay down the task's folders in sandbox {sandbox.id}: {result.stderr[-300:]}")
 
 
-async def read_state(sandbox: Sandbox) -> State:
-    """Read back every file and folder under /work in one command."""
+async def read_state(sandbox: Sandbox, windows: tuple[str, ...] = ()) -> State:
+    """Read back every file and folder under /work in one command; ``windows``: the window titles on screen."""
     result = await sandbox.exec(["python3", "-c", _PROBE.replace("LIMIT", str(READ_LIMIT))], timeout=60)
     try:
         found = json.loads(result.stdout) if result.ok else None
@@ -188,4 +190,4 @@ async def read_state(sandbox: Sandbox) -> State:
         found = None
     if found is None:
         raise SandboxError(f"could not read the files back from sandbox {sandbox.id}: {result.stderr[-300:]}")
-    return State(files=found["files"], modes=found["modes"], dirs=frozenset(found["dirs"]))
+    return State(files=found["files"], modes=found["modes"], dirs=frozenset(found["dirs"]), windows=windows)

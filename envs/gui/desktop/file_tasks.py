@@ -1,5 +1,6 @@
 """Tasks in the file manager (PCManFM, a detailed list of name, size and type): rename files, move files into a
-folder, create folders and delete files; and one in the terminal: make a script executable and run it.
+folder, create folders, delete files and open a file in the editor; and one in the terminal: make a script
+executable and run it.
 
 The oracle clicks the rows of the list where the file manager, full screen, draws them: folders first, then
 files, each in alphabetical order (the generated names make that order plain), one row per
@@ -174,6 +175,33 @@ def delete_files(rng: np.random.Generator, difficulty: str) -> Episode:
 
     return Episode(instruction=f"In the file manager, delete {what}. Delete nothing else.", files=files,
                    apps=(FILE_MANAGER,), check=check, changes=frozenset(doomed), plan=(*plan, ("done", {})))
+
+
+def open_file(rng: np.random.Generator, difficulty: str) -> Episode:
+    """Open a file in the text editor from the file manager: a text file in /work (easy), one in a subfolder
+    (medium), or a Markdown or CSV file two folders down (hard). Checked on the application's state: the
+    editor's window must show that file."""
+    stems = names(rng, STEMS, 10)
+    outer, inner, spare = names(rng, FOLDERS, 3)
+    levels = ["", outer, f"{outer}/{inner}"]
+    files = {f"{level}/{stem}{pick(rng, ('.txt', '.md', '.csv'))}".lstrip("/"): filler(rng)
+             for index, level in enumerate(levels) for stem in stems[1 + 3 * index:4 + 3 * index]}
+    depth = {"easy": 0, "medium": 1, "hard": 2}[difficulty]
+    name = f"{stems[0]}{pick(rng, ('.md', '.csv')) if difficulty == 'hard' else '.txt'}"
+    path = f"{levels[depth]}/{name}".lstrip("/")
+    files[path] = filler(rng)
+    subfolders = {levels[0]: [outer, spare], levels[1]: [inner], levels[2]: []}
+    plan: list[Step] = []
+    for at, level in enumerate(levels[: depth + 1]):
+        opened = name if at == depth else levels[at + 1].rpartition("/")[2]
+        plan.append(double_click(FolderView(_here(files, level), subfolders[level]).row(opened)))
+    title = f"~/{path} - Mousepad"
+
+    def check(state: State) -> list[float]:
+        return [float(any(window.lstrip("*") == title for window in state.windows))]
+
+    return Episode(instruction=f"In the file manager, open /work/{path} in the text editor.", files=files,
+                   dirs=(spare,), apps=(FILE_MANAGER,), check=check, plan=(*plan, ("done", {})))
 
 
 def run_script(rng: np.random.Generator, difficulty: str) -> Episode:

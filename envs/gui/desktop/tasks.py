@@ -49,6 +49,8 @@ TASKS: dict[str, DesktopTask] = {task.name: task for task in (
                 file_tasks.create_folders),
     DesktopTask("DeleteFiles", "Delete the files a description names, and nothing else, in the file manager.",
                 file_tasks.delete_files),
+    DesktopTask("OpenFile", "Open a file, perhaps folders down, in the text editor from the file manager.",
+                file_tasks.open_file),
     DesktopTask("RunScript", "Make a shell script executable and run it in the terminal.", file_tasks.run_script),
 )}
 """Every desktop task by name."""

@@ -5,6 +5,7 @@ content hash)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import struct
 import zlib
 from typing import Any
@@ -73,6 +74,18 @@ def test_the_file_manager_rows_are_folders_first_then_files_alphabetically():
     view = file_tasks.FolderView(["notes.txt", "agenda.md"], ["reports", "data"])
     rows = [view.row(name)[1] for name in ("data", "reports", "agenda.md", "notes.txt")]
     assert rows == [file_tasks.FIRST_ROW + file_tasks.ROW_HEIGHT * i for i in range(4)]
+
+
+def test_open_file_is_checked_on_the_editors_window_title():
+    episode = TASKS["OpenFile"].generate(np.random.default_rng(4), "medium")
+    path = episode.instruction.split("/work/")[1].split(" in the text editor")[0]
+    untouched = _untouched(episode)
+    opened = dataclasses.replace(untouched, windows=(f"~/{path} - Mousepad", "reports"))
+    edited = dataclasses.replace(untouched, windows=(f"*~/{path} - Mousepad",))
+    other = next(p for p in episode.files if p != path)
+    wrong = dataclasses.replace(untouched, windows=(f"~/{other} - Mousepad",))
+    assert [episode.score(state)[:2] for state in (opened, edited, wrong, untouched)] == [
+        (1.0, True), (1.0, True), (0.0, False), (0.0, False)]
 
 
 def test_the_desktop_refuses_the_local_backend():
