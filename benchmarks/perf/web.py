@@ -30,7 +30,7 @@ from agentgym.tasks import Task
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _chromium_rss() -> int:
+def _chromium_pss() -> int:
     total = 0
     for process in psutil.Process().children(recursive=True):
         try:
@@ -60,12 +60,12 @@ async def _level(parallel: int, episodes: int, seed: int) -> dict[str, float]:
     async def sample() -> None:
         nonlocal peak
         while True:
-            peak = max(peak, await asyncio.to_thread(_chromium_rss))
+            peak = max(peak, await asyncio.to_thread(_chromium_pss))
             await asyncio.sleep(0.25)
 
     try:
         await run_episode(envs[0], OraclePolicy(), Task(env_id="web/Shop-v0", seed=seed - 1, difficulty="medium"))
-        baseline = _chromium_rss()
+        baseline = _chromium_pss()
         sampler = asyncio.create_task(sample())
         started = time.perf_counter()
         await asyncio.gather(*(worker(env) for env in envs))
