@@ -1,5 +1,5 @@
 """Shared fixtures: a small scripted environment that exercises every part of the base class, the tiny model,
-and a Docker engine with agentgym's images."""
+a Docker engine with agentgym's images, and the skip of browser tests where there is no Chromium."""
 
 from __future__ import annotations
 
@@ -81,6 +81,20 @@ def tiny_model_dir(tmp_path_factory):
     from agentgym.models import init_model
 
     return init_model(tmp_path_factory.mktemp("tiny-model"), "tiny", seed=0)
+
+
+@pytest.fixture(autouse=True)
+def chromium(request: pytest.FixtureRequest) -> None:
+    """Tests marked ``browser`` skip, naming the install step, where Chromium or Playwright is missing."""
+    if request.node.get_closest_marker("browser") is None:
+        return
+    from agentgym.envs.web.browser import BrowserUnavailable, chromium_path
+
+    try:
+        chromium_path()
+        import playwright  # noqa: F401
+    except (BrowserUnavailable, ImportError) as exc:
+        pytest.skip(str(exc))
 
 
 @contextlib.contextmanager

@@ -22,15 +22,17 @@ from tests.conftest import docker_with_images
 SPECS = [s for s in agentgym.list_envs() if s.entry_point.startswith("agentgym.envs.")]
 BUNDLED = [s.id for s in SPECS]
 ON_DESKTOP = {s.id for s in SPECS if "desktop" in s.tags}
-SLOW_TO_START = {s.id for s in SPECS if "browser" in s.tags} | ON_DESKTOP
+IN_BROWSER = {s.id for s in SPECS if "browser" in s.tags}
+SLOW_TO_START = IN_BROWSER | ON_DESKTOP
 
 
 def _params(*, every_slow_one: bool) -> list[object]:
-    """Each bundled id, those on a desktop marked ``docker``; of those :data:`SLOW_TO_START`, all (the first of
-    each entry point in the default run, the rest marked slow) or none."""
+    """Each bundled id, marked ``docker`` or ``browser`` where it needs one; of those :data:`SLOW_TO_START`, all
+    (the first of each entry point in the default run, the rest marked slow) or none."""
     params, seen = [], set()
     for spec in SPECS:
         marks = [pytest.mark.docker] if spec.id in ON_DESKTOP else []
+        marks += [pytest.mark.browser] if spec.id in IN_BROWSER else []
         if spec.id in SLOW_TO_START:
             if not every_slow_one:
                 continue

@@ -1,5 +1,4 @@
-"""Browser tests skip without Chromium and Playwright; a module's tests may share one event loop and its
-Chromium."""
+"""A module's browser tests may share one event loop and its Chromium."""
 
 from __future__ import annotations
 
@@ -8,18 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentgym.envs.web.browser import BrowserUnavailable, chromium_path, release_browser, retain_browser
-
-
-@pytest.fixture(autouse=True)
-def chromium(request: pytest.FixtureRequest) -> None:
-    if request.node.get_closest_marker("browser") is None:
-        return
-    try:
-        chromium_path()
-        import playwright  # noqa: F401
-    except (BrowserUnavailable, ImportError) as exc:
-        pytest.skip(str(exc))
+from agentgym.envs.web.browser import release_browser, retain_browser
 
 
 @pytest.fixture(scope="module")

@@ -12,21 +12,11 @@ import pytest
 
 import agentgym
 from agentgym.envs.web.booking import BookingEnv, booking_site
-from agentgym.envs.web.browser import BrowserUnavailable, chromium_path
 from agentgym.policies import RandomPolicy
 from agentgym.tasks import Task
 from tests.envs.web.test_booking_site import booked, done_first
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(autouse=True)
-def chromium() -> None:
-    try:
-        chromium_path()
-        import playwright  # noqa: F401
-    except (BrowserUnavailable, ImportError) as exc:
-        pytest.skip(str(exc))
 
 
 async def _oracle_episode(env: BookingEnv, seed: int, options: dict[str, object]) -> tuple[float, bool]:

@@ -10,22 +10,12 @@ import psutil
 import pytest
 
 import agentgym
-from agentgym.envs.web.browser import BrowserUnavailable, chromium_path
 from agentgym.envs.web.mail import MailEnv, mail_site
 from agentgym.envs.web.sites.mail import TRASH, Mailbox, MailTask, generate_mailbox
 from agentgym.policies import RandomPolicy
 from agentgym.tasks import Task
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(autouse=True)
-def chromium() -> None:
-    try:
-        chromium_path()
-        import playwright  # noqa: F401
-    except (BrowserUnavailable, ImportError) as exc:
-        pytest.skip(str(exc))
 
 
 async def _oracle_episode(env: MailEnv, options: dict) -> tuple[float, bool]:

@@ -12,22 +12,12 @@ import psutil
 import pytest
 
 import agentgym
-from agentgym.envs.web.browser import BrowserUnavailable, chromium_path
 from agentgym.envs.web.shop import ShopEnv, shop_site
 from agentgym.messages import ImagePart
 from agentgym.policies import OraclePolicy
 from agentgym.tasks import Task
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(autouse=True)
-def chromium() -> None:
-    try:
-        chromium_path()
-        import playwright  # noqa: F401
-    except (BrowserUnavailable, ImportError) as exc:
-        pytest.skip(str(exc))
 
 
 async def _oracle_episode(env: ShopEnv, seed: int, difficulty: str) -> tuple[float, bool]:
