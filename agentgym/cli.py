@@ -1,18 +1,16 @@
-"""The ``agentgym`` command line: list, inspect, play, check and evaluate environments.
+"""The ``agentgym`` command line: list, inspect, play, check and evaluate environments, compare evaluations.
 
 Bad arguments exit with status 2 and a one-line reason; a failed check exits with status 1.
 """
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import json
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import AsyncExitStack, contextmanager
-from dataclasses import dataclass
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -23,15 +21,10 @@ from rich.table import Table
 
 from agentgym.checker import CheckReport, check_env
 from agentgym.errors import AgentGymError, EnvCheckError, RegistrationError
-from agentgym.evaluation import EvalResult, evaluate
-from agentgym.inference import ENGINES, SamplingParams
 from agentgym.messages import Message
 from agentgym.models.cli import model
-from agentgym.policies import POLICIES, get_policy
 from agentgym.registration import families, list_envs, load_entry_point, make, spec
-from agentgym.rollout.engines import engine_policy
 from agentgym.serve import serve_command
-from agentgym.tasks import TaskSet
 
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 140)
 err = Console(stderr=True, highlight=False)
@@ -41,8 +34,11 @@ _LAZY_COMMANDS = {
     "train": ("agentgym.trainers.cli", "train_command"),
     "sft": ("agentgym.trainers.sft_cli", "sft_command"),
     "sandbox": ("agentgym.sandboxes.cli", "sandbox_group"),
+    "eval": ("agentgym.evaluation.cli", "eval_command"),
+    "compare": ("agentgym.evaluation.cli", "compare_command"),
+    "leaderboard": ("agentgym.evaluation.cli", "leaderboard_command"),
 }
-"""Commands of the packages beside the core, imported only when run (the trainers pull in torch and TRL)."""
+"""Commands imported only when run (the trainers pull in torch and TRL; evaluation, matplotlib)."""
 
 
 class _Cli(click.Group):
@@ -239,117 +235,6 @@ def _checked(env_id: str, episodes: int) -> CheckReport:
         return check_env(env, episodes=episodes)
     finally:
         env.close()
-
-
-@cli.command("eval")
-@click.argument("env_ids", nargs=-1)
-@click.option("--all", "eval_all", is_flag=True, help="Evaluate on every registered environment.")
-@click.option("--family", help="Evaluate on every environment of this family (e.g. web, gui).")
-@click.option("--policy", "policies", multiple=True, type=click.Choice(sorted(POLICIES)),
-              help="Reference policy; repeat to compare several.")
-@click.option("--engine", type=click.Choice(sorted(ENGINES)), help="Evaluate a model on this inference engine.")
-@click.option("--model", "model_path", help="The model: a local folder (torch, vllm) or a served model name (openai).")
-@click.option("--base-url", help="The OpenAI-compatible server's /v1 address (openai engine).")
-@click.option("--temperature", type=click.FloatRange(min=0), default=1.0, show_default=True)
-@click.option("--top-p", type=click.FloatRange(min=0, max=1, min_open=True), default=1.0, show_default=True)
-@click.option("--max-tokens", type=click.IntRange(min=1), default=256, show_default=True, help="Tokens per turn.")
-@click.option("--episodes", type=click.IntRange(min=1), default=50, show_default=True, help="Episodes per environment.")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
-              help="First task seed (offset within the split); also seeds the policy.")
-@click.option("--split", type=click.Choice(["train", "test"]), default="test", show_default=True)
-@click.option("--difficulty", help="Only this difficulty (default: cycle through all levels).")
-@click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="Episodes in flight.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Where to write results (default runs/eval/<time>).")
-@click.option("--json", "as_json", is_flag=True, help="End with one JSON line holding the scores.")
-def eval_command(
-    env_ids: tuple[str, ...], eval_all: bool, family: str | None, policies: tuple[str, ...], engine: str | None, model_path: str | None,
-    base_url: str | None, temperature: float, top_p: float, max_tokens: int, episodes: int, seed: int, split: str,
-    difficulty: str | None, concurrency: int, out_dir: Path | None, as_json: bool,
-) -> None:
-    """Evaluate reference policies or a model: success rate, mean reward and mean turns per environment."""
-    ids = _select(env_ids, eval_all, family)
-    if bool(policies) == bool(engine):
-        raise click.UsageError("choose --policy (reference policies) or --engine with --model (a model), not both")
-    if engine and not model_path:
-        raise click.UsageError(f"--engine {engine} needs --model")
-    if engine in ("torch", "vllm") and not Path(model_path or "").is_dir():
-        raise click.UsageError(f"--model {model_path} is not a folder; build one with `agentgym model init --preset tiny DIR`")
-    model = _ModelChoice(engine, model_path, base_url, SamplingParams(temperature=temperature, top_p=top_p,
-                                                                     max_tokens=max_tokens)) if engine else None
-    out_dir = out_dir or Path("runs") / "eval" / time.strftime("%Y%m%d-%H%M%S")
-    plans = []
-    for env_id in ids:
-        with _bad_arguments():
-            env = make(env_id)
-            if difficulty is not None and difficulty not in env.difficulties:
-                raise ValueError(f"{env_id} has no difficulty {difficulty!r}; choose one of: {', '.join(env.difficulties)}")
-            levels = [difficulty] if difficulty else list(env.difficulties)
-            env.close()
-        tasks = TaskSet.generate(env_id, episodes, split=split, start=seed, difficulties=levels)
-        plans.extend((env_id, name, tasks) for name in (policies or [""]))
-    with _bad_arguments():
-        results = asyncio.run(_evaluate_all(plans, model, seed=seed, concurrency=concurrency))
-    paths = [result.save(out_dir) for result in results]
-    _print_results(results, out_dir)
-    if as_json:
-        click.echo(json.dumps(_json_summary(results, paths)))
-
-
-@dataclass(frozen=True)
-class _ModelChoice:
-    engine: str
-    model: str
-    base_url: str | None
-    sampling: SamplingParams
-
-
-async def _evaluate_all(
-    plans: list[tuple[str, str, TaskSet]], model: _ModelChoice | None, *, seed: int, concurrency: int
-) -> list[EvalResult]:
-    """Run each plan with a progress bar; a model's engine is started once for all of them."""
-    async with AsyncExitStack() as stack:
-        shared = None
-        if model is not None:
-            err.print(f"starting the {model.engine} engine on {model.model} ...", markup=False)
-            shared = await stack.enter_async_context(
-                engine_policy(model.engine, model.model, base_url=model.base_url, sampling=model.sampling)
-            )
-        results = []
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=err, transient=False) as progress:
-            for env_id, policy_name, tasks in plans:
-                policy = shared or get_policy(policy_name)
-                bar = progress.add_task(f"{env_id} · {policy.name}", total=len(tasks))
-                results.append(await evaluate(
-                    env_id, policy, tasks, concurrency=concurrency, seed=seed,
-                    on_episode=lambda _, bar=bar: progress.advance(bar),
-                ))
-        return results
-
-
-def _print_results(results: list[EvalResult], out_dir: Path) -> None:
-    table = Table("environment", "policy", "episodes", "success", "mean reward", "mean turns", "infra errors", "seconds")
-    for r in results:
-        s = r.summary
-        table.add_row(s.env_id, s.policy, str(s.episodes), f"{s.success_rate:.1%}", f"{s.mean_reward:.3f}",
-                      f"{s.mean_turns:.1f}", str(s.infra_errors), f"{s.wall_seconds:.1f}")
-    out.print(table)
-    out.print(f"results written to {out_dir}", markup=False)
-
-
-def _json_summary(results: list[EvalResult], paths: list[Path]) -> dict[str, Any]:
-    """Overall scores (over every scored episode) and one entry per environment and policy."""
-    scored = [(r.summary, r.summary.episodes - r.summary.infra_errors) for r in results]
-    n = max(sum(k for _, k in scored), 1)
-    return {
-        "episodes": sum(s.episodes for s, _ in scored),
-        "success_rate": sum(s.success_rate * k for s, k in scored) / n,
-        "mean_reward": sum(s.mean_reward * k for s, k in scored) / n,
-        "mean_turns": sum(s.mean_turns * k for s, k in scored) / n,
-        "infra_errors": sum(s.infra_errors for s, _ in scored),
-        "results": [{**s.model_dump(), "path": str(p)} for (s, _), p in zip(scored, paths)],
-    }
 
 
 def _select(env_ids: tuple[str, ...], select_all: bool, family: str | None = None) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,7 +25,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from agentgym.algorithms import compute_advantages
 from agentgym.config import dump_config, load_config
 from agentgym.errors import AgentGymError
-from agentgym.evaluation import evaluate
+from agentgym.evaluation.records import RunSpec, tasks_digest
+from agentgym.evaluation.run import run_evaluation
 from agentgym.inference import engine_class
 from agentgym.inference._torch_loading import quiet_progress_bars
 from agentgym.inference.types import SamplingParams
@@ -35,6 +37,7 @@ from agentgym.rollout.config import RolloutConfig
 from agentgym.rollout.iterate import drain
 from agentgym.rollout.lm_policy import LMPolicy
 from agentgym.rollout.scheduler import RolloutScheduler
+from agentgym.suites import load_suite
 from agentgym.tasks import Task, TaskSet
 from agentgym.trainers.batch import collate
 from agentgym.trainers.checkpoint import (
@@ -102,6 +105,7 @@ class _Run:
             torch.set_num_threads(config.engine.threads)
         torch.manual_seed(config.trainer.seed)
         make(config.env.id, **config.env.kwargs).close()  # a bad env id or kwargs fails here, not in every episode
+        self.held_out = self._held_out()
         self.device = _device(config.trainer.device)
         self.source = checkpoint / "model" if checkpoint else Path(config.model.path)
         self.tokenizer = AutoTokenizer.from_pretrained(self.source)
@@ -199,7 +203,7 @@ class _Run:
                     log.log(self.step, metrics)
                     progress.update(metrics, advance=1)
                     if self._due(config.eval.every):
-                        self._evaluate(background, engine, log, progress)
+                        self._evaluate(background, engine, log, progress, scheduler)
                     if self._due(config.checkpoint.every):
                         self._checkpoint()
             finally:
@@ -255,22 +259,43 @@ class _Run:
     def _due(self, every: int) -> bool:
         return self.step == self.config.trainer.steps or (every > 0 and self.step % every == 0)
 
-    def _evaluate(self, background: BackgroundLoop, engine: Any, log: MetricsLog, progress: TrainProgress) -> None:
+    def _evaluate(self, background: BackgroundLoop, engine: Any, log: MetricsLog, progress: TrainProgress,
+                  scheduler: RolloutScheduler | None = None) -> None:
+        """Score the current weights on the held-out tasks into ``eval/step-N/`` (with its report). The
+        rollout keeps running on the same engine meanwhile; only the trainer waits, so the weights hold still."""
         config = self.config
-        if config.eval.episodes == 0:
+        tasks = self.held_out
+        if not tasks:
             return
-        tasks = TaskSet.generate(config.env.id, config.eval.episodes, split="test",
-                                 difficulties=config.env.difficulties)
+        folder = self.run_dir / "eval" / f"step-{self.step:06d}"
+        shutil.rmtree(folder, ignore_errors=True)  # left by a timeline a resume discarded
         policy = self._policy(engine, config.eval.temperature)
-        result = background.run(evaluate(config.env.id, policy, tasks, concurrency=config.eval.concurrency,
-                                         seed=config.trainer.seed, timeouts=config.trainer.timeouts,
-                                         env_kwargs=config.env.kwargs))
-        result.save(self.run_dir / "eval" / f"step-{self.step:06d}")
-        summary = result.summary
-        metrics = {"eval/success_rate": summary.success_rate, "eval/reward_mean": summary.mean_reward,
-                   "eval/turns_mean": summary.mean_turns, "eval/infra_errors": summary.infra_errors}
+        spec = RunSpec(agent=f"learner-step-{self.step}", engine=config.engine.name, model=config.model.path,
+                       sampling=policy.sampling, suite=config.eval.suite,
+                       suite_sha256=load_suite(config.eval.suite).sha256 if config.eval.suite else None,
+                       tasks_sha256=tasks_digest(tasks), seed=config.trainer.seed, max_retries=config.trainer.max_retries,
+                       env_args={config.env.id: config.env.kwargs})
+        started = scheduler.metrics.started if scheduler else 0
+        scores = background.run(run_evaluation(spec, tasks, policy, folder, concurrency=config.eval.concurrency,
+                                               timeouts=config.trainer.timeouts))
+        metrics = {"eval/success_rate": scores.success_rate, "eval/reward_mean": scores.mean_reward,
+                   "eval/turns_mean": scores.mean_turns, "eval/infra_errors": scores.infra_errors,
+                   **{f"eval/success_{b.name}": b.success_rate for b in scores.by_difficulty}}
+        if scheduler is not None:
+            metrics["eval/rollout_started_meanwhile"] = scheduler.metrics.started - started
         log.log(self.step, metrics)
         progress.update(metrics)
+
+    def _held_out(self) -> list[Task]:
+        """The test-split tasks evaluated: the suite's of the trained environment, or generated ones."""
+        config = self.config
+        if config.eval.suite is None:
+            return list(TaskSet.generate(config.env.id, config.eval.episodes, split="test",
+                                         difficulties=config.env.difficulties))
+        tasks = [t for t in load_suite(config.eval.suite).split("test") if t.env_id == config.env.id]
+        if not tasks:
+            raise AgentGymError(f"eval.suite: {config.eval.suite} has no test tasks of {config.env.id}")
+        return tasks[: config.eval.episodes]
 
     def _checkpoint(self) -> None:
         learner = self.learner

@@ -11,6 +11,7 @@ start. Every started episode is counted exactly once in :class:`RolloutMetrics`.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
@@ -107,24 +108,28 @@ class RolloutScheduler:
         """Wake the scheduler now (after a weight update) instead of at its next poll."""
         self._changed.set()
 
-    async def run(self, tasks: Iterable[Task]) -> RolloutMetrics:
-        """Play every task's group to its end (or until :meth:`stop`), then close the stream."""
+    async def run(self, tasks: Iterable[Task], *, indices: Iterable[int] | None = None) -> RolloutMetrics:
+        """Play every task's group to its end (or until :meth:`stop`), then close the stream.
+
+        A group's index (0, 1, 2, ... by default, or the matching entry of ``indices``) names it and
+        seeds its episodes' policy randomness, so a subset run with its original indices replays the
+        same episodes."""
         started = time.perf_counter()
         self._first_version = self.version
         busy_before = self._engine_busy()
         with ExitStack() as stack:
             if self.config.relax_gc:
                 stack.enter_context(relaxed_gc())
-            await self._run(tasks)
+            await self._run(zip(itertools.count() if indices is None else indices, tasks, strict=False))
         self.metrics.wall_seconds = time.perf_counter() - started
         if busy_before is not None and self.metrics.wall_seconds > 0:
             self.metrics.engine_busy = (self._engine_busy() - busy_before) / self.metrics.wall_seconds
         return self.metrics
 
-    async def _run(self, tasks: Iterable[Task]) -> None:
+    async def _run(self, tasks: Iterable[tuple[int, Task]]) -> None:
         try:
             async with asyncio.TaskGroup() as tasks_group:
-                for index, task in enumerate(tasks):
+                for index, task in tasks:
                     group = _Group(GroupResult(index, task), self.config.group_size)
                     self._groups[index] = group
                     for _ in range(group.size + self.config.redundancy):

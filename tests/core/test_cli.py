@@ -35,9 +35,9 @@ def test_eval_json_last_line_and_result_file(tmp_path):
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert summary["success_rate"] == 1.0 and summary["episodes"] == 10 and summary["mean_reward"] == 1.0
-    assert summary["mean_turns"] > 1
-    saved = json.loads((tmp_path / "games__FrozenLake-v0__oracle.json").read_text())
-    assert saved["summary"]["episodes"] == 10 and len(saved["episodes"]) == 10
+    assert summary["mean_turns"] > 1 and summary["report"] == str(tmp_path / "report.md")
+    saved = json.loads((tmp_path / "summary.json").read_text())
+    assert saved["episodes"] == 10 and len((tmp_path / "episodes.jsonl").read_text().splitlines()) == 10
     assert "success" in done.stdout and "FrozenLake" in done.stdout  # the table
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 
 import numpy as np
 
@@ -55,15 +54,12 @@ def test_infrastructure_errors_and_timeouts_are_errors_not_scores(registered_cou
     assert summary.infra_errors == 6 and summary.episodes == 9 and summary.success_rate == 1.0
 
 
-def test_results_are_saved_and_random_is_reproducible(registered_counter, tmp_path):
+def test_random_is_reproducible_at_any_concurrency(registered_counter):
     tasks = TaskSet.generate("test/Counter-v0", 12, split="test")
     runs = [asyncio.run(agentgym.evaluate("test/Counter-v0", RandomPolicy(), tasks, concurrency=c, seed=7)) for c in (1, 5)]
     for a, b in zip(*(run.trajectories for run in runs), strict=True):
         assert (a.reward, [turn.action for turn in a.turns]) == (b.reward, [turn.action for turn in b.turns])
-    path = runs[0].save(tmp_path)
-    saved = json.loads(path.read_text())
-    assert saved["summary"]["episodes"] == 12 and len(saved["episodes"]) == 12
-    assert len(path.with_suffix(".jsonl").read_text().splitlines()) == 12
+    assert runs[0].summary.episodes == 12
 
 
 class SlowAdder(TextPolicy):

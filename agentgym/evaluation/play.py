@@ -1,10 +1,10 @@
-"""Evaluation of a policy on a task set: episodes run concurrently, results summarised and saved."""
+"""Playing a policy on tasks through the asynchronous rollout: the shared core of every evaluation, and the
+in-memory :func:`evaluate` of one environment (what the trainer's held-out checks use)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -15,7 +15,7 @@ from agentgym.rollout.config import RolloutConfig
 from agentgym.rollout.metrics import RolloutMetrics
 from agentgym.rollout.scheduler import GroupResult, RolloutScheduler
 from agentgym.rollout.stream import TrajectoryStream
-from agentgym.tasks import TaskSet
+from agentgym.tasks import Task, TaskSet
 from agentgym.trajectory import Trajectory
 
 
@@ -57,24 +57,34 @@ class EvalResult(BaseModel):
     trajectories: list[Trajectory]
     metrics: RolloutMetrics | None = None
 
-    def save(self, out_dir: str | Path) -> Path:
-        """Write ``<env>__<policy>.json`` (the summary) and ``.jsonl`` (one trajectory a line); return the JSON path."""
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        stem = f"{self.summary.env_id.replace('/', '__')}__{self.summary.policy}"
-        episodes = [_episode_record(t) for t in self.trajectories]
-        path = out / f"{stem}.json"
-        path.write_text(EvalFile(summary=self.summary, rollout=self.metrics, episodes=episodes).model_dump_json(indent=2))
-        (out / f"{stem}.jsonl").write_text("".join(t.model_dump_json() + "\n" for t in self.trajectories))
-        return path
+
+Settle = Callable[[int, Trajectory, list[Trajectory]], None]
+"""Hears of a task's final trajectory: its index, the trajectory, and the attempts that failed on infrastructure."""
 
 
-class EvalFile(BaseModel):
-    """The saved form of an evaluation: the summary, how the rollout went, and one short record per episode."""
+async def play_tasks(
+    env_id: str,
+    policy: Policy,
+    tasks: Sequence[Task],
+    config: RolloutConfig,
+    settle: Settle,
+    *,
+    indices: Sequence[int] | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+) -> RolloutMetrics:
+    """Play every task once through the asynchronous rollout. An episode that fails on infrastructure
+    is played again while ``config.max_retries`` lasts; the last attempt is the task's final trajectory.
+    ``indices`` (default 0, 1, ...) name the tasks and seed the policy (see :class:`RolloutScheduler`)."""
 
-    summary: EvalSummary
-    rollout: RolloutMetrics | None = None
-    episodes: list[dict[str, Any]]
+    def on_group(group: GroupResult) -> None:
+        if group.kept or group.errors:  # a group whose episodes were all cancelled has nothing to report
+            final = group.kept[0] if group.kept else group.errors[-1]
+            settle(group.index, final, [t for t in group.errors if t is not final])
+
+    scheduler = RolloutScheduler(env_id, policy, config, env_kwargs=env_kwargs, on_group=on_group)
+    async with asyncio.TaskGroup() as group:
+        group.create_task(_drain(scheduler.stream))
+        return await scheduler.run(tasks, indices=indices)
 
 
 async def evaluate(
@@ -89,7 +99,7 @@ async def evaluate(
     env_kwargs: dict[str, Any] | None = None,
     on_episode: Callable[[Trajectory], None] | None = None,
 ) -> EvalResult:
-    """Play every task once through the asynchronous rollout, ``concurrency`` episodes at a time.
+    """Play every task once, ``concurrency`` episodes at a time, and keep the results in memory.
 
     An episode that fails on infrastructure is played again up to ``max_retries`` times; a task that
     never succeeds keeps its last error. ``on_episode`` hears of each task's final trajectory.
@@ -97,18 +107,12 @@ async def evaluate(
     config = RolloutConfig(concurrency=concurrency, seed=seed, max_retries=max_retries, timeouts=timeouts or Timeouts())
     results: list[Trajectory | None] = [None] * len(tasks)
 
-    def settle(group: GroupResult) -> None:
-        if not group.kept and not group.errors:
-            return  # every episode of the task was cancelled: there is nothing to report
-        final = group.kept[0] if group.kept else group.errors[-1]
-        results[group.index] = final
+    def settle(index: int, final: Trajectory, failed: list[Trajectory]) -> None:
+        results[index] = final
         if on_episode is not None:
             on_episode(final)
 
-    scheduler = RolloutScheduler(env_id, policy, config, env_kwargs=env_kwargs, on_group=settle)
-    async with asyncio.TaskGroup() as group:
-        group.create_task(_drain(scheduler.stream))
-        metrics = await scheduler.run(tasks)
+    metrics = await play_tasks(env_id, policy, tasks, config, settle, env_kwargs=env_kwargs)
     trajectories = [t for t in results if t is not None]
     summary = EvalSummary.of(env_id, policy.name, trajectories, metrics.wall_seconds)
     return EvalResult(summary=summary, trajectories=trajectories, metrics=metrics)
@@ -118,16 +122,3 @@ async def _drain(stream: TrajectoryStream) -> None:
     """Evaluation reads results per group; the stream itself is only emptied."""
     async for _ in stream:
         pass
-
-
-def _episode_record(t: Trajectory) -> dict[str, Any]:
-    return {
-        "task": t.task.id if t.task else None,
-        "seed": t.task.seed if t.task else None,
-        "difficulty": t.task.difficulty if t.task else None,
-        "status": t.status,
-        "success": t.success,
-        "reward": t.reward,
-        "turns": t.num_turns,
-        "error": t.error,
-    }

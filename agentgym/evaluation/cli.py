@@ -1,0 +1,207 @@
+"""``agentgym eval``, ``agentgym compare`` and ``agentgym leaderboard``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from agentgym.cli import _bad_arguments, _select, err, out
+from agentgym.evaluation.compare import compare_runs
+from agentgym.evaluation.leaderboard import RECORDED_RUNS, write_leaderboard
+from agentgym.evaluation.records import RunSpec, tasks_digest
+from agentgym.evaluation.run import Progress as RunProgress
+from agentgym.evaluation.run import run_evaluation
+from agentgym.evaluation.scores import RunScores
+from agentgym.inference import ENGINES, SamplingParams
+from agentgym.policies import POLICIES, get_policy
+from agentgym.registration import make
+from agentgym.rollout.engines import engine_policy
+from agentgym.suites import load_suite
+from agentgym.tasks import Task, TaskSet
+
+
+@click.command("eval")
+@click.argument("env_ids", nargs=-1)
+@click.option("--suite", help="A bundled suite (games-v0, tools-v0, web-v0, gui-v0, all-v0) or a suite folder.")
+@click.option("--all", "eval_all", is_flag=True, help="Every registered environment.")
+@click.option("--family", help="Every environment of this family (e.g. web, gui).")
+@click.option("--policy", type=click.Choice(sorted(POLICIES)), help="A reference policy.")
+@click.option("--engine", type=click.Choice(sorted(ENGINES)), help="Evaluate a model on this inference engine.")
+@click.option("--model", "model_path", help="The model: a local folder (torch, vllm) or a served model name (openai).")
+@click.option("--base-url", help="The OpenAI-compatible server's /v1 address (openai engine).")
+@click.option("--tokenizer", type=click.Path(exists=True, file_okay=False),
+              help="openai engine: the served model's local tokenizer, to evaluate token in, token out through "
+                   "/v1/completions (exactly what the torch engine would see) instead of chat.")
+@click.option("--temperature", type=click.FloatRange(min=0), default=1.0, show_default=True)
+@click.option("--top-p", type=click.FloatRange(min=0, max=1, min_open=True), default=1.0, show_default=True)
+@click.option("--max-tokens", type=click.IntRange(min=1), default=256, show_default=True, help="Tokens per turn.")
+@click.option("--max-context", type=click.IntRange(min=16), default=4096, show_default=True,
+              help="Prompt plus response tokens of an episode (torch, vllm); a longer episode ends truncated.")
+@click.option("--samples", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Episodes per task (pass@k for k up to this).")
+@click.option("--split", type=click.Choice(["train", "test"]), default="test", show_default=True)
+@click.option("--episodes", type=click.IntRange(min=1), default=50, show_default=True,
+              help="Tasks per named environment (not with --suite).")
+@click.option("--difficulty", help="Only this difficulty (default: every level).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seeds the policy; with named environments also the first task seed within the split.")
+@click.option("--env-arg", "env_args", multiple=True, metavar="[ENV_ID:]KEY=VALUE",
+              help="A keyword argument of the environments (a YAML value), e.g. parser=pythonic or "
+                   "games/FrozenLake-v0:describe=true; repeatable.")
+@click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="Episodes in flight.")
+@click.option("--retries", type=click.IntRange(min=0), default=2, show_default=True,
+              help="Times an episode lost to infrastructure is played again.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="The run's folder (default runs/eval/<suite or env>-<agent>-<time>).")
+@click.option("--resume", is_flag=True, help="Continue the evaluation in --out, playing only what is missing.")
+@click.option("--json", "as_json", is_flag=True, help="End with one JSON line holding the scores.")
+def eval_command(
+    env_ids: tuple[str, ...], suite: str | None, eval_all: bool, family: str | None, policy: str | None,
+    engine: str | None, model_path: str | None, base_url: str | None, tokenizer: str | None, temperature: float,
+    top_p: float, max_tokens: int, max_context: int, samples: int, split: str, episodes: int, difficulty: str | None,
+    seed: int, env_args: tuple[str, ...], concurrency: int, retries: int, out_dir: Path | None, resume: bool,
+    as_json: bool,
+) -> None:
+    """Evaluate a reference policy or a model on a suite or on environments; write a report.
+
+    Each episode is appended to DIR/episodes.jsonl as it ends, so --resume continues a crashed run.
+    Attempts lost to infrastructure are retried and reported apart, never scored."""
+    if bool(policy) == bool(engine):
+        raise click.UsageError("choose --policy (a reference policy) or --engine with --model (a model)")
+    if engine and not model_path:
+        raise click.UsageError(f"--engine {engine} needs --model")
+    if engine in ("torch", "vllm") and not Path(model_path or "").is_dir():
+        raise click.UsageError(f"--model {model_path} is not a folder; build one with `agentgym model init --preset tiny DIR`")
+    if resume and out_dir is None:
+        raise click.UsageError("--resume needs --out, the folder of the evaluation to continue")
+    with _bad_arguments():
+        suite_name, suite_sha, tasks = _tasks(env_ids, suite, eval_all, family, split, episodes, difficulty, seed)
+        parsed_args = _env_args(env_args, {t.env_id for t in tasks})
+    sampling = SamplingParams(temperature=temperature, top_p=top_p, max_tokens=max_tokens) if engine else None
+    agent = policy or f"{engine}-{Path(str(model_path)).name or model_path}"
+    spec = RunSpec(agent=agent, policy=policy, engine=engine, model=model_path, base_url=base_url, tokenizer=tokenizer,
+                   sampling=sampling, suite=suite_name, suite_sha256=suite_sha, split=split,  # type: ignore[arg-type]
+                   tasks_sha256=tasks_digest(tasks), samples=samples, seed=seed, max_retries=retries,
+                   env_args=parsed_args)
+    label = suite_name or (tasks[0].env_id.replace("/", "-") if len({t.env_id for t in tasks}) == 1 else "envs")
+    out_dir = out_dir or Path("runs") / "eval" / f"{label}-{agent}-{time.strftime('%Y%m%d-%H%M%S')}"
+    with _bad_arguments():
+        scores = asyncio.run(_run(spec, tasks, out_dir, resume=resume, concurrency=concurrency, max_context=max_context))
+    _print(scores, out_dir)
+    if as_json:
+        click.echo(json.dumps(json_summary(scores, out_dir)))
+
+
+def json_summary(scores: RunScores, folder: Path) -> dict[str, Any]:
+    """What ``--json`` prints: the headline scores and where the report is."""
+    data = scores.model_dump(exclude={"per_task", "by_env"})
+    return {**data, "out": str(folder), "report": str(folder / "report.md")}
+
+
+def _tasks(env_ids: tuple[str, ...], suite: str | None, eval_all: bool, family: str | None, split: str, episodes: int,
+           difficulty: str | None, seed: int) -> tuple[str | None, str | None, list[Task]]:
+    """The suite's name, checksum and tasks of the split; or tasks generated for the environments named."""
+    if suite is not None:
+        if env_ids or eval_all or family:
+            raise click.UsageError("--suite chooses the tasks; name no environments and no --all or --family with it")
+        loaded = load_suite(suite)
+        tasks = [t for t in loaded.split(split) if difficulty is None or t.difficulty == difficulty]  # type: ignore[arg-type]
+        if not tasks:
+            raise ValueError(f"suite {loaded.name} has no {split} tasks" + (f" of difficulty {difficulty!r}" if difficulty else ""))
+        return loaded.name, loaded.sha256, tasks
+    tasks = []
+    for env_id in _select(env_ids, eval_all, family):
+        env = make(env_id)
+        levels = list(env.difficulties)
+        env.close()
+        if difficulty is not None and difficulty not in levels:
+            raise ValueError(f"{env_id} has no difficulty {difficulty!r}; choose one of: {', '.join(levels)}")
+        tasks += TaskSet.generate(env_id, episodes, split=split, start=seed,  # type: ignore[arg-type]
+                                  difficulties=[difficulty] if difficulty else levels)
+    return None, None, tasks
+
+
+def _env_args(args: tuple[str, ...], env_ids: set[str]) -> dict[str, dict[str, Any]]:
+    """``[ENV_ID:]KEY=VALUE`` pairs by environment (``*`` for all)."""
+    parsed: dict[str, dict[str, Any]] = {}
+    for arg in args:
+        target, _, pair = arg.rpartition(":") if ":" in arg.split("=", 1)[0] else ("*", "", arg)
+        key, sep, value = pair.partition("=")
+        if not sep or not key.isidentifier():
+            raise ValueError(f"--env-arg {arg!r} is not [ENV_ID:]KEY=VALUE")
+        if target != "*" and target not in env_ids:
+            raise ValueError(f"--env-arg {arg!r} names {target}, which this evaluation does not play")
+        parsed.setdefault(target, {})[key] = yaml.safe_load(value)
+    return parsed
+
+
+async def _run(spec: RunSpec, tasks: list[Task], out_dir: Path, *, resume: bool, concurrency: int,
+               max_context: int) -> RunScores:
+    """Start the policy (a model's engine once), then play the run with a progress bar."""
+    async with AsyncExitStack() as stack:
+        if spec.engine is not None:
+            err.print(f"starting the {spec.engine} engine on {spec.model} ...", markup=False)
+            agent = await stack.enter_async_context(engine_policy(
+                spec.engine, str(spec.model), base_url=spec.base_url, sampling=spec.sampling,
+                tokenizer=spec.tokenizer, max_context=max_context))
+        else:
+            agent = get_policy(str(spec.policy))
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=err, transient=False) as progress:
+            bar = progress.add_task(spec.agent, total=len(tasks) * spec.samples)
+
+            def show(p: RunProgress) -> None:
+                progress.update(bar, completed=p.done, description=f"{p.env_id} · {spec.agent}")
+
+            return await run_evaluation(spec, tasks, agent, out_dir, resume=resume, concurrency=concurrency,
+                                        on_progress=show)
+
+
+def _print(s: RunScores, out_dir: Path) -> None:
+    table = Table("environment", "episodes", "success", "mean reward", "infra errors")
+    for b in s.by_env:
+        table.add_row(b.name, str(b.episodes), f"{b.success_rate:.1%}", f"{b.mean_reward:.3f}", str(b.infra_errors))
+    out.print(table)
+    passes = "  ".join(f"pass@{k} {v:.1%}" for k, v in s.pass_at_k.items())
+    out.print(f"{s.agent}: success {s.success_rate:.1%} over {s.scored} episodes ({passes}), mean reward "
+              f"{s.mean_reward:.3f}, {s.infra_errors} unscored infrastructure errors, {s.infra_retried} retried",
+              markup=False)
+    out.print(f"report: {out_dir / 'report.md'} (and report.html)", markup=False)
+
+
+@click.command("compare")
+@click.argument("run_a", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("run_b", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as one JSON object.")
+def compare_command(run_a: Path, run_b: Path, as_json: bool) -> None:
+    """Compare two evaluations task by task, with paired significance tests (B minus A)."""
+    with _bad_arguments():
+        result = compare_runs(run_a, run_b)
+    if as_json:
+        click.echo(result.model_dump_json())
+        return
+    out.print(result.markdown(), markup=False)
+
+
+@click.command("leaderboard")
+@click.option("--runs", "runs_dir", type=click.Path(file_okay=False, path_type=Path), default=RECORDED_RUNS,
+              show_default=True, help="The recorded runs (one summary JSON per agent).")
+@click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path),
+              default=RECORDED_RUNS.parent / "leaderboard.md", show_default=True)
+@click.option("--suites", "suites_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="A folder of suite folders to score instead of the bundled suites.")
+def leaderboard_command(runs_dir: Path, out_file: Path, suites_dir: Path | None) -> None:
+    """Regenerate the leaderboard and the suites' score tables from the recorded runs."""
+    with _bad_arguments():
+        written = write_leaderboard(runs_dir, out_file, suites_dir)
+    for path in written:
+        out.print(f"wrote {path}", markup=False)

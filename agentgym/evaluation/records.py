@@ -1,0 +1,196 @@
+"""An evaluation's folder: what was asked (``manifest.json``), one line per finished episode
+(``episodes.jsonl``), one per attempt lost to infrastructure (``infra.jsonl``), and the screens.
+
+Episodes are appended and flushed as they finish, so a crashed evaluation loses at most the episodes
+in flight; :meth:`RunFolder.finished` reads back what is there for ``--resume``. Images leave the
+trajectories for ``screens/<sha1>.png`` (the same screen is stored once) and are replaced by a Markdown
+image link, so transcripts render them and the episode lines stay small.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentgym.errors import AgentGymError
+from agentgym.inference.types import SamplingParams
+from agentgym.messages import ImagePart, Message, TextPart
+from agentgym.tasks import Split, Task
+from agentgym.trajectory import Status, Trajectory
+
+RECORD_FORMAT = 1
+"""Bumped whenever the fields of a manifest or an episode line change meaning."""
+MANIFEST = "manifest.json"
+EPISODES = "episodes.jsonl"
+INFRA = "infra.jsonl"
+SCREENS = "screens"
+
+
+class RunSpec(BaseModel):
+    """What an evaluation plays: the same spec replays the same episodes; ``--resume`` insists on it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    format_version: int = RECORD_FORMAT
+    agent: str
+    """The label of the policy or model in reports and the leaderboard."""
+    policy: str | None = None
+    """A reference policy (``oracle``, ``random``), or None for a model."""
+    engine: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    tokenizer: str | None = None
+    sampling: SamplingParams | None = None
+    suite: str | None = None
+    suite_sha256: str | None = None
+    split: Split = "test"
+    tasks_sha256: str
+    """Checksum of the task list played (the suite's split, or the tasks generated for named environments)."""
+    samples: int = Field(1, ge=1)
+    """Episodes per task (K of pass@k)."""
+    seed: int = 0
+    max_retries: int = 2
+    env_args: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Keyword arguments of ``make`` by environment id (``*``: every environment)."""
+
+    def env_kwargs(self, env_id: str) -> dict[str, Any]:
+        """The keyword arguments ``env_id`` is made with."""
+        return {**self.env_args.get("*", {}), **self.env_args.get(env_id, {})}
+
+    def differences(self, other: RunSpec) -> list[str]:
+        """The fields on which two specs differ."""
+        mine, theirs = self.model_dump(), other.model_dump()
+        return [key for key in mine if mine[key] != theirs[key]]
+
+
+class EpisodeRecord(BaseModel):
+    """One finished episode of one task's sample; ``attempts`` counts the infrastructure failures before it."""
+
+    key: str
+    task: Task
+    sample: int
+    status: Status
+    success: bool
+    reward: float
+    turns: int
+    tokens: int
+    """Tokens the agent generated (a model's; 0 for text policies)."""
+    seconds: float
+    error: str | None = None
+    error_cause: str | None = None
+    attempts: int = 1
+    trajectory: Trajectory
+
+    @property
+    def scored(self) -> bool:
+        """Whether the episode counts in the scores (not an infrastructure error)."""
+        return self.status != "error"
+
+
+class InfraRecord(BaseModel):
+    """An attempt lost to infrastructure: retried, or the last attempt when retries ran out."""
+
+    key: str
+    task_id: str
+    env_id: str
+    attempt: int
+    cause: str
+    error: str
+
+
+def task_key(task: Task, sample: int) -> str:
+    return f"{task.id}#{sample}"
+
+
+def tasks_digest(tasks: list[Task]) -> str:
+    """Checksum of a task list, independent of how it was stored."""
+    return hashlib.sha256("".join(t.model_dump_json() + "\n" for t in tasks).encode()).hexdigest()
+
+
+class RunFolder:
+    """Writes and reads one evaluation's folder."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    @property
+    def exists(self) -> bool:
+        return (self.path / MANIFEST).is_file()
+
+    def spec(self) -> RunSpec:
+        if not self.exists:
+            raise AgentGymError(f"{self.path} holds no evaluation ({MANIFEST} is missing)")
+        return RunSpec.model_validate_json((self.path / MANIFEST).read_text())
+
+    def start(self, spec: RunSpec) -> None:
+        """Write the manifest of a new evaluation."""
+        (self.path / SCREENS).mkdir(parents=True, exist_ok=True)
+        (self.path / MANIFEST).write_text(spec.model_dump_json(indent=2) + "\n")
+
+    def finished(self) -> dict[str, EpisodeRecord]:
+        """The latest record of every episode written so far, by key; a torn last line (the process died
+        while writing it) is cut off."""
+        path = self.path / EPISODES
+        if not path.exists():
+            return {}
+        data = path.read_bytes()
+        complete = data[: data.rfind(b"\n") + 1]
+        if len(complete) != len(data):
+            with path.open("r+b") as f:
+                f.truncate(len(complete))
+        records = (EpisodeRecord.model_validate_json(line) for line in complete.splitlines() if line.strip())
+        return {r.key: r for r in records}
+
+    def infra_errors(self) -> list[InfraRecord]:
+        path = self.path / INFRA
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [InfraRecord.model_validate_json(line) for line in lines if line.strip() and line.endswith("}")]
+
+    def append(self, task: Task, sample: int, final: Trajectory, failed: list[Trajectory]) -> EpisodeRecord:
+        """Record a task sample's final trajectory and the attempts lost before it, durably."""
+        key = task_key(task, sample)
+        lost = [*failed, final] if final.status == "error" else failed
+        for attempt, trajectory in enumerate(lost, start=1):
+            cause = str(trajectory.info.get("error_cause", "unknown"))
+            self._write(INFRA, InfraRecord(key=key, task_id=task.id, env_id=task.env_id, attempt=attempt,
+                                           cause=cause, error=trajectory.error or ""))
+        record = EpisodeRecord(
+            key=key, task=task, sample=sample, status=final.status, success=final.success and final.status != "error",
+            reward=final.reward if final.status != "error" else 0.0, turns=final.num_turns,
+            tokens=sum(final.loss_mask) or int(final.info.get("usage", {}).get("completion_tokens", 0)),
+            seconds=final.timings.get("total_seconds", 0.0), error=final.error,
+            error_cause=final.info.get("error_cause"), attempts=len(failed) + 1,
+            trajectory=self._without_images(final),
+        )
+        self._write(EPISODES, record)
+        return record
+
+    def _write(self, name: str, record: BaseModel) -> None:
+        with (self.path / name).open("a") as f:
+            f.write(record.model_dump_json() + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def _without_images(self, trajectory: Trajectory) -> Trajectory:
+        turns = [t.model_copy(update={"observation": [self._screen_links(m) for m in t.observation]})
+                 for t in trajectory.turns]
+        return trajectory.model_copy(update={"messages": [self._screen_links(m) for m in trajectory.messages],
+                                             "turns": turns})
+
+    def _screen_links(self, message: Message) -> Message:
+        if not message.images:
+            return message
+        parts = [self._link(p) if isinstance(p, ImagePart) else p for p in message.content]  # type: ignore[union-attr]
+        return message.model_copy(update={"content": parts})
+
+    def _link(self, image: ImagePart) -> TextPart:
+        data = base64.b64decode(image.data)
+        name = f"{hashlib.sha1(data).hexdigest()[:16]}.{image.mime_type.split('/')[-1]}"
+        path = self.path / SCREENS / name
+        if not path.exists():
+            path.write_bytes(data)
+        return TextPart(text=f"![screen]({SCREENS}/{name})")

@@ -1,0 +1,120 @@
+"""An evaluation run: every task of a split played ``samples`` times, streamed to a folder episode by
+episode, resumable after a crash, and summarised with a report at the end.
+
+Sample ``s`` of task ``i`` is rollout group ``i * samples + s`` whatever else runs, so its policy
+randomness is the same in a resumed run as in an uninterrupted one. ``--resume`` plays only the task
+samples without a scored record (those lost to infrastructure are played again).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentgym.episode import Timeouts
+from agentgym.errors import AgentGymError
+from agentgym.evaluation.play import play_tasks
+from agentgym.evaluation.records import RunFolder, RunSpec, tasks_digest
+from agentgym.evaluation.report import write_report
+from agentgym.evaluation.scores import RunScores, score
+from agentgym.policies import Policy
+from agentgym.rollout.config import RolloutConfig
+from agentgym.tasks import Task
+from agentgym.trajectory import Trajectory
+
+SUMMARY = "summary.json"
+
+
+class ResumeMismatch(AgentGymError, ValueError):
+    """``--resume`` was asked to continue an evaluation with different settings."""
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where a run stands, for a progress bar: the environment now playing and the samples done of all."""
+
+    env_id: str
+    done: int
+    total: int
+
+
+async def run_evaluation(
+    spec: RunSpec,
+    tasks: list[Task],
+    policy: Policy,
+    folder: str | Path,
+    *,
+    resume: bool = False,
+    concurrency: int = 8,
+    timeouts: Timeouts | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> RunScores:
+    """Play ``tasks`` under ``spec`` into ``folder`` (new, or the same spec's with ``resume``), then write
+    ``summary.json``, ``report.md`` and ``report.html`` there and return the scores."""
+    if spec.tasks_sha256 != tasks_digest(tasks):
+        raise ValueError("spec.tasks_sha256 is not the checksum of the tasks given")
+    run = RunFolder(folder)
+    previous_wall = _open(run, spec, resume)
+    started = time.perf_counter()
+    done = {key for key, record in run.finished().items() if record.scored}
+    pending: dict[str, list[tuple[int, Task, int]]] = {}
+    for i, task in enumerate(tasks):
+        for sample in range(spec.samples):
+            if f"{task.id}#{sample}" not in done:
+                pending.setdefault(task.env_id, []).append((i * spec.samples + sample, task, sample))
+    total, finished = len(tasks) * spec.samples, len(done)
+    config = RolloutConfig(concurrency=concurrency, seed=spec.seed, max_retries=spec.max_retries,
+                           timeouts=timeouts or Timeouts())
+    for env_id, items in pending.items():
+        by_index = {index: (task, sample) for index, task, sample in items}
+
+        def settle(index: int, final: Trajectory, failed: list[Trajectory], env_id: str = env_id,
+                   by_index: dict[int, tuple[Task, int]] = by_index) -> None:
+            nonlocal finished
+            task, sample = by_index[index]
+            run.append(task, sample, final, failed)
+            finished += 1
+            if on_progress is not None:
+                on_progress(Progress(env_id, finished, total))
+
+        if on_progress is not None:
+            on_progress(Progress(env_id, finished, total))
+        await play_tasks(env_id, policy, [task for _, task, _ in items], config, settle,
+                         indices=[index for index, _, _ in items], env_kwargs=spec.env_kwargs(env_id))
+    return finish(run.path, previous_wall + time.perf_counter() - started)
+
+
+def finish(folder: str | Path, wall_seconds: float | None = None) -> RunScores:
+    """Score the records in ``folder`` and write its summary and reports (again); ``wall_seconds``
+    defaults to the figure the last summary recorded."""
+    run = RunFolder(folder)
+    if wall_seconds is None:
+        wall_seconds = _recorded_wall(run)
+    scores = score(run.spec(), run.finished().values(), run.infra_errors(), wall_seconds)
+    (run.path / SUMMARY).write_text(scores.model_dump_json(indent=2) + "\n")
+    write_report(run, scores)
+    return scores
+
+
+def _open(run: RunFolder, spec: RunSpec, resume: bool) -> float:
+    """Start the folder, or check it holds the same evaluation; the wall time already spent on it."""
+    if not resume:
+        if run.exists:
+            raise ValueError(f"{run.path} already holds an evaluation; continue it with --resume or choose another --out")
+        run.start(spec)
+        return 0.0
+    if not run.exists:
+        raise ValueError(f"--resume: {run.path} holds no evaluation to continue")
+    differences = spec.differences(run.spec())
+    if differences:
+        raise ResumeMismatch(f"--resume: {run.path} was started with other settings ({', '.join(differences)}); "
+                             "resume with the same arguments or choose another --out")
+    return _recorded_wall(run)
+
+
+def _recorded_wall(run: RunFolder) -> float:
+    path = run.path / SUMMARY
+    return float(json.loads(path.read_text()).get("wall_seconds", 0.0)) if path.exists() else 0.0

@@ -1,0 +1,146 @@
+"""Evaluation runs: streamed to disk, resumed episode for episode after a crash, infrastructure errors
+retried and reported apart, and a report a person can read."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+import agentgym
+from agentgym import OraclePolicy, RandomPolicy
+from agentgym.evaluation.records import RunFolder, RunSpec, tasks_digest
+from agentgym.evaluation.run import ResumeMismatch, run_evaluation
+from agentgym.suites import load_suite
+from agentgym.tasks import TaskSet
+from tests.conftest import CounterEnv
+
+ATTEMPTS: dict[int, int] = {}
+FLAKY, BROKEN = {2, 7}, 5
+"""Seeds (offsets in the test split) whose first attempt dies, and one whose every attempt does."""
+
+
+class FlakyCounter(CounterEnv):
+    """CounterEnv whose sandbox dies on the first reset of the FLAKY seeds and on every reset of BROKEN."""
+
+    def setup(self, difficulty, options):
+        offset = self.np_random_seed - 1_000_000_000
+        ATTEMPTS[offset] = ATTEMPTS.get(offset, 0) + 1
+        if offset == BROKEN or (offset in FLAKY and ATTEMPTS[offset] == 1):
+            raise RuntimeError(f"sandbox died (attempt {ATTEMPTS[offset]})")
+        return super().setup(difficulty, options)
+
+
+@pytest.fixture
+def flaky_env():
+    ATTEMPTS.clear()
+    spec = agentgym.register("test/Flaky-v0", "tests.evaluation.test_runs:FlakyCounter")
+    yield spec.id
+    from agentgym import registration
+
+    registration._registry.pop(spec.id, None)
+
+
+def _spec(tasks, agent="random", **fields) -> RunSpec:
+    return RunSpec(agent=agent, policy=agent, tasks_sha256=tasks_digest(tasks), **fields)
+
+
+def _episodes(folder: Path) -> dict[str, tuple]:
+    return {key: (r.status, r.reward, r.success, [t.action for t in r.trajectory.turns])
+            for key, r in RunFolder(folder).finished().items()}
+
+
+class Crash(Exception):
+    """Stands in for the process dying."""
+
+
+def test_a_resumed_evaluation_equals_an_uninterrupted_one(tmp_path):
+    tasks = list(load_suite("games-v0").split("test"))[::4]  # 30 tasks of both games and every level
+    spec = _spec(tasks, samples=3, seed=11)
+    whole = asyncio.run(run_evaluation(spec, tasks, RandomPolicy(), tmp_path / "whole", concurrency=4))
+
+    def crash_after_40(progress):
+        if progress.done >= 40:
+            raise Crash
+
+    with pytest.raises(ExceptionGroup) as crashed:
+        asyncio.run(run_evaluation(spec, tasks, RandomPolicy(), tmp_path / "resumed", concurrency=4,
+                                   on_progress=crash_after_40))
+    assert crashed.group_contains(Crash)
+    assert 40 <= len(RunFolder(tmp_path / "resumed").finished()) < 90
+    played = []
+    resumed = asyncio.run(run_evaluation(spec, tasks, RandomPolicy(), tmp_path / "resumed", resume=True,
+                                         concurrency=2, on_progress=played.append))
+    assert played[0].done >= 40 and played[-1].done == 90  # only the missing samples were played
+    assert _episodes(tmp_path / "resumed") == _episodes(tmp_path / "whole")
+    assert len(_episodes(tmp_path / "whole")) == 90
+    strip = {"wall_seconds", "mean_episode_seconds"}
+    assert resumed.model_dump(exclude=strip) == whole.model_dump(exclude=strip)
+    assert set(whole.pass_at_k) == {"1", "2", "3"} and whole.pass_at_k["1"] <= whole.pass_at_k["3"]
+
+
+def test_resume_refuses_other_settings_and_a_new_run_refuses_a_used_folder(tmp_path):
+    tasks = list(load_suite("games-v0").split("test"))[:4]
+    asyncio.run(run_evaluation(_spec(tasks), tasks, RandomPolicy(), tmp_path))
+    with pytest.raises(ValueError, match="already holds an evaluation; continue it with --resume"):
+        asyncio.run(run_evaluation(_spec(tasks), tasks, RandomPolicy(), tmp_path))
+    with pytest.raises(ResumeMismatch, match=r"other settings \(samples, seed\)"):
+        asyncio.run(run_evaluation(_spec(tasks, samples=2, seed=1), tasks, RandomPolicy(), tmp_path, resume=True))
+    with pytest.raises(ValueError, match="holds no evaluation to continue"):
+        asyncio.run(run_evaluation(_spec(tasks), tasks, RandomPolicy(), tmp_path / "new", resume=True))
+
+
+def test_a_torn_last_line_is_cut_off_and_that_episode_played_again(tmp_path):
+    tasks = list(load_suite("games-v0").split("test"))[:6]
+    spec = _spec(tasks, agent="oracle")
+    asyncio.run(run_evaluation(spec, tasks, OraclePolicy(), tmp_path))
+    episodes = tmp_path / "episodes.jsonl"
+    lines = episodes.read_bytes().splitlines(keepends=True)
+    episodes.write_bytes(b"".join(lines[:4]) + lines[4][:50])  # killed while writing the fifth line
+    scores = asyncio.run(run_evaluation(spec, tasks, OraclePolicy(), tmp_path, resume=True))
+    assert scores.scored == 6 and scores.success_rate == 1.0
+    assert len(episodes.read_text().splitlines()) == 6
+
+
+def test_infrastructure_errors_are_retried_and_reported_apart(flaky_env, tmp_path):
+    tasks = list(TaskSet.generate(flaky_env, 10, split="test", difficulties=("easy", "hard")))
+    spec = _spec(tasks, agent="oracle", max_retries=2)
+    scores = asyncio.run(run_evaluation(spec, tasks, OraclePolicy(), tmp_path, concurrency=3))
+    assert ATTEMPTS[2] == ATTEMPTS[7] == 2 and ATTEMPTS[BROKEN] == 3 and ATTEMPTS[0] == 1
+    records = RunFolder(tmp_path).finished()
+    flaky = records[f"{tasks[2].id}#0"]
+    assert flaky.status == "ok" and flaky.success and flaky.attempts == 2  # retried, then scored
+    broken = records[f"{tasks[BROKEN].id}#0"]
+    assert broken.status == "error" and "sandbox died (attempt 3)" in broken.error and broken.attempts == 3
+    # the lost episode is not a failure: nine scored, all solved
+    assert (scores.scored, scores.success_rate, scores.infra_errors, scores.infra_retried) == (9, 1.0, 1, 4)
+    assert scores.error_causes == {"reset:RuntimeError": 5}
+    infra = [json.loads(line) for line in (tmp_path / "infra.jsonl").read_text().splitlines()]
+    assert sorted((r["task_id"], r["attempt"]) for r in infra) == sorted(
+        [(tasks[2].id, 1), (tasks[7].id, 1), *((tasks[BROKEN].id, a) for a in (1, 2, 3))])
+    report = (tmp_path / "report.md").read_text()
+    section = report[report.index("## Infrastructure errors"):report.index("## Best episodes")]
+    assert "| reset:RuntimeError | 5 |" in section and f"{tasks[BROKEN].id}#0" in section
+    assert "9 of 10" in report and "1 episodes unscored, 4 attempts retried" in report
+    # resuming plays the lost episode again (it is not a result), and nothing else
+    ATTEMPTS[BROKEN] = -10  # still broken
+    again = asyncio.run(run_evaluation(spec, tasks, OraclePolicy(), tmp_path, resume=True))
+    assert ATTEMPTS[BROKEN] == -7 and ATTEMPTS[0] == 1 and again.infra_errors == 1
+
+
+def test_the_report_holds_summary_breakdowns_plot_and_transcripts(tmp_path):
+    tasks = list(load_suite("games-v0").split("test"))[::10]
+    spec = _spec(tasks, samples=2)
+    asyncio.run(run_evaluation(spec, tasks, RandomPolicy(), tmp_path))
+    report = (tmp_path / "report.md").read_text()
+    for heading in ("## Summary", "## By family", "## By difficulty", "## By environment", "## Best episodes",
+                    "## Worst episodes", "![success rate per environment](scores.png)", "pass@2"):
+        assert heading in report
+    assert report.count("#### games/") == 6 and "**assistant**" in report and '"name": "move"' in report
+    assert (tmp_path / "scores.png").read_bytes().startswith(b"\x89PNG")
+    page = (tmp_path / "report.html").read_text()
+    assert page.startswith("<!doctype html>") and "<details><summary>games/" in page and "<img src='scores.png'" in page
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["episodes"] == 24 and len(summary["per_task"]) == 12
