@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from agentgym.algorithms import PolicyLossConfig
 from agentgym.config import Config
 from agentgym.episode import Timeouts
+from agentgym.suites import load_suite
 
 
 class ModelConfig(Config):
@@ -108,15 +109,26 @@ class TrainerSection(Config):
 
 
 class EvalSection(Config):
-    """Held-out evaluation before training, every ``every`` steps, and at the end."""
+    """Held-out evaluation before training, every ``every`` steps, and at the end; rollout goes on meanwhile."""
 
     episodes: int = Field(100, ge=0)
-    """Held-out tasks (test split) per evaluation; 0 turns evaluation off."""
+    """Held-out tasks (test split) per evaluation; 0 turns evaluation off. With ``suite``, at most this many
+    of the suite's tasks."""
+    suite: str | None = None
+    """A benchmark suite (e.g. ``games-v0``) whose test-split tasks of the trained environment are the
+    held-out set; null: ``episodes`` test-split tasks generated for the trained environment."""
     every: int = Field(0, ge=0)
     """Evaluate every this many steps (0: only before and after)."""
     temperature: float | None = None
     """Sampling temperature for evaluation; null uses the training sampling."""
     concurrency: int = Field(64, ge=1)
+
+    @field_validator("suite")
+    @classmethod
+    def _bundled_or_folder(cls, suite: str | None) -> str | None:
+        if suite is not None:
+            load_suite(suite)  # an unknown suite, or a changed task list, is a bad value of this key
+        return suite
 
 
 class CheckpointSection(Config):

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from agentgym.trainers.config import TrainConfig
 
+EVAL_CURVE = "eval_curve.png"
+
 if TYPE_CHECKING:
     from agentgym.trainers.loop import TrainResult
 
@@ -26,8 +28,9 @@ def write_report(run_dir: Path, config: TrainConfig, result: TrainResult, evals:
                          "reward_mean": r.get("eval/reward_mean")} for r in evals],
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    rows = "\n".join(f"| {r['step']} | {r['eval/success_rate']:.1%} | {r.get('eval/reward_mean') or 0:.3f} |"
-                     for r in evals)
+    rows = "\n".join(f"| {r['step']} | {r['eval/success_rate']:.1%} | {r.get('eval/reward_mean') or 0:.3f} "
+                     f"| [report](eval/step-{r['step']:06d}/report.md) |" for r in evals)
+    _plot_evals(evals, run_dir / EVAL_CURVE)
     lines = [
         f"# Training report: {config.env.id}",
         "",
@@ -36,16 +39,42 @@ def write_report(run_dir: Path, config: TrainConfig, result: TrainResult, evals:
         (f"- held-out success: {_percent(result.success_before)} before, {_percent(result.success_after)} after "
         f"({config.eval.episodes} test-split tasks each)"),
         "- learning curves: `curves.png`; metrics: `metrics.jsonl`, `metrics.csv`, TensorBoard events",
-        "- episodes of each evaluation: `eval/step-*/`",
+        "- each evaluation's episodes and report: `eval/step-*/`"
+        + (f" (the test split of suite `{config.eval.suite}`)" if config.eval.suite else ""),
         "",
-        "| step | held-out success | mean reward |",
-        "|---:|---:|---:|",
+        f"![held-out success by step]({EVAL_CURVE})",
+        "",
+        "| step | held-out success | mean reward | evaluation |",
+        "|---:|---:|---:|---|",
         rows,
         "",
     ]
     path = run_dir / "report.md"
     path.write_text("\n".join(lines))
     return path
+
+
+def _plot_evals(evals: list[dict[str, Any]], path: Path) -> None:
+    """Held-out success by step, overall and per difficulty, taken while the rollout went on."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    steps = [r["step"] for r in evals]
+    ax.plot(steps, [r["eval/success_rate"] for r in evals], marker="o", color="black", label="all")
+    levels = sorted({k for r in evals for k in r if k.startswith("eval/success_") and k != "eval/success_rate"})
+    for key in levels:
+        points = [(r["step"], r[key]) for r in evals if r.get(key) is not None]
+        ax.plot(*zip(*points, strict=True), marker=".", linestyle="--", label=key.removeprefix("eval/success_"))
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("step")
+    ax.set_ylabel("held-out success")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
 
 
 def _percent(value: float | None) -> str:

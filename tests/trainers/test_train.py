@@ -21,6 +21,8 @@ from rich.console import Console
 from agentgym.cli import main
 from agentgym.config import load_config
 from agentgym.metrics_log import read_metrics
+from agentgym.suites import write_suite
+from agentgym.tasks import TaskSet
 from agentgym.trainers import TrainConfig, TrainResult, train
 from agentgym.trainers.checkpoint import DataPosition, latest_checkpoint, load_trainer_state
 from tests.trainers.envs import VOWELS_ID
@@ -67,7 +69,11 @@ def _eval_records(run_dir: Path) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def vowels_run(tiny_model_dir, tmp_path_factory):
-    return _train(_config(tmp_path_factory.mktemp("train") / "run", tiny_model_dir))
+    """A run held out on a suite's test split, evaluated halfway too."""
+    root = tmp_path_factory.mktemp("train")
+    tasks = TaskSet([*TaskSet.generate(VOWELS_ID, 32, split="test"), *TaskSet.generate(VOWELS_ID, 8)])
+    suite = write_suite(root / "vowels-v0", "vowels-v0", "Vowels", tasks)
+    return _train(_config(root / "run", tiny_model_dir, eval={"suite": str(suite.folder), "every": STEPS // 2}))
 
 
 def test_a_run_writes_its_record(vowels_run):
@@ -79,8 +85,12 @@ def test_a_run_writes_its_record(vowels_run):
     train_records = _train_records(run_dir)
     assert [r["step"] for r in train_records] == list(range(1, STEPS + 1))
     assert all(math.isfinite(r["train/loss"]) for r in train_records)
-    assert [r["step"] for r in _eval_records(run_dir)] == [0, STEPS]
-    assert sorted(p.name for p in (run_dir / "eval").iterdir()) == ["step-000000", f"step-{STEPS:06d}"]
+    evals = _eval_records(run_dir)
+    assert [r["step"] for r in evals] == [0, STEPS // 2, STEPS]
+    assert sorted(p.name for p in (run_dir / "eval").iterdir()) == [f"step-{s:06d}" for s in (0, STEPS // 2, STEPS)]
+    assert all((run_dir / "eval" / f"step-{r['step']:06d}" / "report.md").is_file() for r in evals)
+    assert json.loads((run_dir / "eval" / "step-000000" / "summary.json").read_text())["scored"] == 32
+    assert evals[1]["eval/rollout_started_meanwhile"] > 0  # the rollout went on while the weights were scored
 
     csv_lines = (run_dir / "metrics.csv").read_text().splitlines()
     assert "train/loss" in csv_lines[0].split(",") and len(csv_lines) == 1 + len(read_metrics(run_dir))
@@ -92,16 +102,20 @@ def test_a_run_writes_its_record(vowels_run):
     assert summary["steps"] == STEPS and summary["env"] == VOWELS_ID
     assert summary["success_before"] == result.success_before is not None
     assert summary["success_after"] == result.success_after is not None
-    assert [e["step"] for e in summary["evaluations"]] == [0, STEPS]
+    assert [e["step"] for e in summary["evaluations"]] == [0, STEPS // 2, STEPS]
     assert all(isinstance(e["reward_mean"], float) for e in summary["evaluations"])
     report = (run_dir / "report.md").read_text()
     assert f"# Training report: {VOWELS_ID}" in report and f"{STEPS} steps of 16 trajectories" in report
+    assert "![held-out success by step](eval_curve.png)" in report and "suite `" in report
+    assert f"[report](eval/step-{STEPS // 2:06d}/report.md)" in report
+    assert (run_dir / "eval_curve.png").read_bytes().startswith(b"\x89PNG")
     assert latest_checkpoint(run_dir) == run_dir / "checkpoints" / f"step-{STEPS:06d}"
 
 
 def test_the_policy_learns_on_held_out_tasks(vowels_run):
     config, _ = vowels_run
-    before, after = (r["eval/reward_mean"] for r in _eval_records(config.run_dir))
+    evals = _eval_records(config.run_dir)
+    before, after = evals[0]["eval/reward_mean"], evals[-1]["eval/reward_mean"]
     assert after > before + 0.005, (before, after)
 
 
@@ -213,7 +227,8 @@ def _agentgym(monkeypatch, capsys, *args: str) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize(
-    ("override", "key"), [("trainer.stepz=3", "trainer.stepz"), ("optim.lr=-1", "optim.lr")]
+    ("override", "key"),
+    [("trainer.stepz=3", "trainer.stepz"), ("optim.lr=-1", "optim.lr"), ("eval.suite=games-v9", "eval.suite")],
 )
 def test_a_bad_override_exits_2_naming_the_key(tiny_model_dir, tmp_path, monkeypatch, capsys, override, key):
     config_file = tmp_path / "train.yaml"
