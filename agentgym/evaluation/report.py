@@ -24,7 +24,7 @@ from agentgym.evaluation.scores import Breakdown, RunScores
 
 PLOT = "scores.png"
 TRANSCRIPTS = 3
-"""Best and worst episodes shown."""
+"""Best and worst episodes shown (split between the families when there are several, at least one each)."""
 MAX_TEXT = 1500
 """Characters of one message shown in a transcript."""
 MAX_TURNS = 12
@@ -75,13 +75,25 @@ def _blocks(spec: RunSpec, s: RunScores, records: list[EpisodeRecord], run: RunF
         Heading("By environment"), _table(s.by_env),
     ]
     blocks += _infra(s, records)
-    scored = [r for r in records if r.scored]
-    best = sorted(scored, key=lambda r: (not r.success, -r.reward, r.turns, r.key))[:TRANSCRIPTS]
-    worst = sorted(scored, key=lambda r: (r.success, r.reward, -r.turns, r.key))[:TRANSCRIPTS]
+    by_family: dict[str, list[EpisodeRecord]] = {}
+    for r in records:
+        if r.scored:
+            by_family.setdefault(r.task.env_id.split("/")[0], []).append(r)
+    shown = max(1, TRANSCRIPTS // max(1, len(by_family)))
+    best = [r for rs in by_family.values() for r in sorted(rs, key=_best_first)[:shown]]
+    worst = [r for rs in by_family.values() for r in sorted(rs, key=_worst_first)[:shown]]
     for heading, chosen in (("Best episodes", best), ("Worst episodes", worst)):
         blocks.append(Heading(heading))
         blocks += [Fold(_episode_title(r), _transcript(r)) for r in chosen] or [Paragraph("None scored.")]
     return blocks
+
+
+def _best_first(r: EpisodeRecord) -> tuple:
+    return (not r.success, -r.reward, r.turns, r.key)
+
+
+def _worst_first(r: EpisodeRecord) -> tuple:
+    return (r.success, r.reward, -r.turns, r.key)
 
 
 def _table(rows: list[Breakdown]) -> Table:
