@@ -1,6 +1,6 @@
 """The leaderboard: every bundled suite against every recorded run, regenerated from the records.
 
-A recorded run is a folder under ``benchmarks/results/runs/`` holding an evaluation's ``manifest.json``
+A recorded run is a folder under ``benchmarks/results/recorded/`` holding an evaluation's ``manifest.json``
 and ``summary.json`` (``agentgym eval ... --out`` writes both; ``benchmarks/reference_runs.sh`` records
 the reference agents). A run counts for a suite when it scored the suite's whole test split, so one run
 of ``all-v0`` fills the row of every suite. ``agentgym leaderboard`` writes
@@ -17,7 +17,7 @@ from agentgym.evaluation.records import MANIFEST, RunSpec
 from agentgym.evaluation.scores import RunScores, TaskScore
 from agentgym.suites import Suite, load_suite, suite_names
 
-RECORDED_RUNS = Path("benchmarks/results/runs")
+RECORDED_RUNS = Path("benchmarks/results/recorded")
 LEVELS = ("easy", "medium", "hard")
 _SCORES = re.compile(r"(<!-- scores: .*? -->\n).*?(<!-- /scores -->)", re.DOTALL)
 
@@ -117,7 +117,7 @@ def _leaderboard(suites: list[Suite], runs: list[Recorded], rows: dict[str, list
         "# Leaderboard",
         "",
         "Success rate on each suite's test split (mean reward in brackets), from the runs recorded in",
-        "`benchmarks/results/runs/`. Regenerate with `agentgym leaderboard`; record the reference agents",
+        "`benchmarks/results/recorded/`. Regenerate with `agentgym leaderboard`; record the reference agents",
         "again with `bash benchmarks/reference_runs.sh`.",
         "",
         "| agent | " + " | ".join(names) + " |",

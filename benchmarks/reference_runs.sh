@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Record the reference agents on all-v0's test split and regenerate the leaderboard from them.
+# Needs the Docker engine running with the sandbox images built (`agentgym sandbox build desktop`), Chromium,
+# and the quickstart's tiny agents (`bash scripts/quickstart.sh` leaves runs/sft-quickstart/model and
+# runs/quickstart/train/checkpoints/). About 40 minutes on 2 cores. Each run keeps its whole folder in
+# runs/reference/; its manifest and summary are recorded in benchmarks/results/recorded/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=.venv/bin
+rl_model="$(ls -d runs/quickstart/train/checkpoints/step-*/model | sort | tail -1)"
+tiny=(--env-arg parser=pythonic --env-arg games/FrozenLake-v0:describe=true --max-tokens 32 --temperature 1)
+declare -A agents=(
+  [oracle]="--policy oracle"
+  [random]="--policy random"
+  [sft-tiny]="--engine torch --model runs/sft-quickstart/model ${tiny[*]}"
+  [rl-tiny]="--engine torch --model $rl_model ${tiny[*]}"
+)
+for name in oracle random sft-tiny rl-tiny; do
+  out="runs/reference/$name"
+  resume=(); [ -f "$out/manifest.json" ] && resume=(--resume)
+  # shellcheck disable=SC2086
+  "$bin/agentgym" eval --suite all-v0 ${agents[$name]} --out "$out" "${resume[@]}"
+  mkdir -p "benchmarks/results/recorded/$name"
+  cp "$out/manifest.json" "$out/summary.json" "benchmarks/results/recorded/$name/"
+done
+# A sample report: the RL tiny agent's (solved and failed lakes, desktops it could not work), with the screens it shows.
+sample=benchmarks/results/sample-report
+rm -rf "$sample" && mkdir -p "$sample/screens"
+cp runs/reference/rl-tiny/report.md runs/reference/rl-tiny/report.html runs/reference/rl-tiny/scores.png "$sample/"
+grep -o 'screens/[0-9a-f]*\.png' "$sample/report.md" | sort -u | xargs -I{} cp runs/reference/rl-tiny/{} "$sample/screens/"
+"$bin/agentgym" leaderboard
