@@ -11,6 +11,9 @@ from pydantic import BaseModel
 
 from agentgym.evaluation.records import EpisodeRecord, InfraRecord, RunSpec
 
+LEVELS = {"easy": 0, "medium": 1, "hard": 2}
+"""The bundled difficulty levels in order; other names follow alphabetically."""
+
 
 def pass_at_k(n: int, c: int, k: int) -> float:
     """The unbiased estimate of pass@k from ``n`` samples of which ``c`` succeeded (Chen et al., 2021):
@@ -159,7 +162,7 @@ def _breakdown(records: list[EpisodeRecord], key: Callable[[EpisodeRecord], str]
     for r in records:
         groups[key(r)].append(r)
     out = []
-    for name, group in groups.items():
+    for name, group in sorted(groups.items(), key=lambda item: (LEVELS.get(item[0], len(LEVELS)), item[0])):
         scored = [r for r in group if r.scored]
         out.append(Breakdown(name=name, episodes=len(scored), success_rate=_mean(r.success for r in scored),
                              mean_reward=_mean(r.reward for r in scored), infra_errors=len(group) - len(scored)))
