@@ -105,7 +105,7 @@ class _Run:
             torch.set_num_threads(config.engine.threads)
         torch.manual_seed(config.trainer.seed)
         make(config.env.id, **config.env.kwargs).close()  # a bad env id or kwargs fails here, not in every episode
-        self.held_out = self._held_out()
+        self.held_out, self.eval_spec = self._held_out()
         self.device = _device(config.trainer.device)
         self.source = checkpoint / "model" if checkpoint else Path(config.model.path)
         self.tokenizer = AutoTokenizer.from_pretrained(self.source)
@@ -159,10 +159,13 @@ class _Run:
         return engine
 
     def _policy(self, engine: Any, temperature: float | None = None) -> LMPolicy:
+        return LMPolicy(engine, self._sampling(temperature), max_context=self.config.engine.max_context, name="learner")
+
+    def _sampling(self, temperature: float | None = None) -> SamplingParams:
+        """The configured sampling, at ``temperature`` where given."""
         sampling = self.config.sampling
-        params = SamplingParams(temperature=sampling.temperature if temperature is None else temperature,
-                                top_p=sampling.top_p, max_tokens=sampling.max_tokens)
-        return LMPolicy(engine, params, max_context=self.config.engine.max_context, name="learner")
+        return SamplingParams(temperature=sampling.temperature if temperature is None else temperature,
+                              top_p=sampling.top_p, max_tokens=sampling.max_tokens)
 
     def _train(self, background: BackgroundLoop, engine: Any, log: MetricsLog) -> None:
         config, trainer = self.config, self.config.trainer
@@ -263,21 +266,16 @@ class _Run:
                   scheduler: RolloutScheduler | None = None) -> None:
         """Score the current weights on the held-out tasks into ``eval/step-N/`` (with its report). The
         rollout keeps running on the same engine meanwhile; only the trainer waits, so the weights hold still."""
-        config = self.config
         tasks = self.held_out
         if not tasks:
             return
         folder = self.run_dir / "eval" / f"step-{self.step:06d}"
         shutil.rmtree(folder, ignore_errors=True)  # left by a timeline a resume discarded
-        policy = self._policy(engine, config.eval.temperature)
-        spec = RunSpec(agent=f"learner-step-{self.step}", engine=config.engine.name, model=config.model.path,
-                       sampling=policy.sampling, suite=config.eval.suite,
-                       suite_sha256=load_suite(config.eval.suite).sha256 if config.eval.suite else None,
-                       tasks_sha256=tasks_digest(tasks), seed=config.trainer.seed, max_retries=config.trainer.max_retries,
-                       env_args={config.env.id: config.env.kwargs})
+        policy = self._policy(engine, self.config.eval.temperature)
+        spec = self.eval_spec.model_copy(update={"agent": f"learner-step-{self.step}"})
         started = scheduler.metrics.started if scheduler else 0
-        scores = background.run(run_evaluation(spec, tasks, policy, folder, concurrency=config.eval.concurrency,
-                                               timeouts=config.trainer.timeouts))
+        scores = background.run(run_evaluation(spec, tasks, policy, folder, concurrency=self.config.eval.concurrency,
+                                               timeouts=self.config.trainer.timeouts))
         metrics = {"eval/success_rate": scores.success_rate, "eval/reward_mean": scores.mean_reward,
                    "eval/turns_mean": scores.mean_turns, "eval/infra_errors": scores.infra_errors,
                    **{f"eval/success_{b.name}": b.success_rate for b in scores.by_difficulty}}
@@ -286,16 +284,24 @@ class _Run:
         log.log(self.step, metrics)
         progress.update(metrics)
 
-    def _held_out(self) -> list[Task]:
-        """The test-split tasks evaluated: the suite's of the trained environment, or generated ones."""
+    def _held_out(self) -> tuple[list[Task], RunSpec]:
+        """The test-split tasks evaluated (the suite's of the trained environment, or generated ones) and
+        the spec of their evaluations, made once per run."""
         config = self.config
-        if config.eval.suite is None:
-            return list(TaskSet.generate(config.env.id, config.eval.episodes, split="test",
-                                         difficulties=config.env.difficulties))
-        tasks = [t for t in load_suite(config.eval.suite).split("test") if t.env_id == config.env.id]
-        if not tasks:
-            raise AgentGymError(f"eval.suite: {config.eval.suite} has no test tasks of {config.env.id}")
-        return tasks[: config.eval.episodes]
+        suite = load_suite(config.eval.suite) if config.eval.suite else None
+        if suite is None:
+            tasks = list(TaskSet.generate(config.env.id, config.eval.episodes, split="test",
+                                          difficulties=config.env.difficulties))
+        else:
+            tasks = [t for t in suite.split("test") if t.env_id == config.env.id][: config.eval.episodes]
+            if not tasks:
+                raise AgentGymError(f"eval.suite: {suite.name} has no test tasks of {config.env.id}")
+        spec = RunSpec(agent="learner", engine=config.engine.name, model=config.model.path,
+                       sampling=self._sampling(config.eval.temperature),
+                       suite=suite.name if suite else None, suite_sha256=suite.sha256 if suite else None,
+                       tasks_sha256=tasks_digest(tasks), seed=config.trainer.seed,
+                       max_retries=config.trainer.max_retries, env_args={config.env.id: config.env.kwargs})
+        return tasks, spec
 
     def _checkpoint(self) -> None:
         learner = self.learner
