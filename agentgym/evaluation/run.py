@@ -17,7 +17,7 @@ from pathlib import Path
 from agentgym.episode import Timeouts
 from agentgym.errors import AgentGymError
 from agentgym.evaluation.play import play_tasks
-from agentgym.evaluation.records import RunFolder, RunSpec, tasks_digest
+from agentgym.evaluation.records import RunFolder, RunSpec, task_key, tasks_digest
 from agentgym.evaluation.report import write_report
 from agentgym.evaluation.scores import RunScores, score
 from agentgym.policies import Policy
@@ -63,7 +63,7 @@ async def run_evaluation(
     pending: dict[str, list[tuple[int, Task, int]]] = {}
     for i, task in enumerate(tasks):
         for sample in range(spec.samples):
-            if f"{task.id}#{sample}" not in done:
+            if task_key(task, sample) not in done:
                 pending.setdefault(task.env_id, []).append((i * spec.samples + sample, task, sample))
     total, finished = len(tasks) * spec.samples, len(done)
     config = RolloutConfig(concurrency=concurrency, seed=spec.seed, max_retries=spec.max_retries,
