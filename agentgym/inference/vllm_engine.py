@@ -1,16 +1,19 @@
-"""The ``vllm`` engine: vLLM's async engine on a GPU, fed token ids, with weight updates in place.
+"""The ``vllm`` engine: vLLM's ``AsyncLLM`` fed token ids, with weight updates in place; on a GPU, or on the
+CPU with vLLM's CPU build (``bash scripts/setup.sh vllm`` installs the right one).
 
-Each request streams from vLLM's ``AsyncLLM`` as a ``TokensPrompt`` with one logprob per token; for a
-vision-language model the request's images go with it as ``multi_modal_data`` (vLLM expands each image
-placeholder the chat template wrote into the model's image tokens).
-The logprobs are vLLM's *processed* ones (``logprobs_mode="processed_logprobs"``): the distribution
-after temperature and top-p, which is the one :mod:`agentgym.inference.sampling` defines.
+Each request streams from vLLM as token ids with one logprob per token; for a vision-language model the
+request's images go with it as ``multi_modal_data`` (vLLM expands each image placeholder the chat template
+wrote into the model's image tokens). The logprobs are vLLM's *processed* ones
+(``logprobs_mode="processed_logprobs"``): the distribution after temperature and top-p, which is the one
+:mod:`agentgym.inference.sampling` defines and the trainer scores.
 
-A weight update cancels the streams in flight (vLLM aborts their requests), loads the weights into
-the running model through a worker extension (no restart), resets the prefix cache and bumps the
-version. Each interrupted request then continues from its prompt plus what it had generated, so
-every token carries the version that sampled it, as with the torch engine. vLLM is imported only
-when an engine is built: ``agentgym`` imports without it.
+A weight update pauses vLLM (``pause_generation``: requests in flight are aborted and the prefix and
+multimodal caches are cleared), sends the state dict through vLLM's weight-transfer API over the chosen
+transport (:mod:`agentgym.inference.vllm_weights`), sets vLLM's weight version, bumps the version here and
+resumes. Each interrupted request then continues from its prompt plus what it had generated, so every
+token carries the version that sampled it, as with the torch engine. A checkpoint folder is read here and
+sent the same way. vLLM is imported only when an engine is built: ``agentgym``
+imports without it.
 """
 
 from __future__ import annotations
@@ -18,63 +21,34 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+import json
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from agentgym.inference._clock import RequestClock
+from agentgym.inference._torch_loading import read_checkpoint
 from agentgym.inference.types import EngineStats, FinishReason, GenerationRequest, GenerationResult
 from agentgym.messages import ImagePart
 
-_EXTENSION = f"{__name__}.WeightLoader"
-
-
-class WeightLoader:
-    """Methods vLLM mixes into its GPU workers (``worker_extension_cls``) to load weights in place."""
-
-    def agentgym_load_weights(self, weights: list[tuple[str, torch.Tensor]]) -> None:
-        """Copy named tensors (Hugging Face names) into the running model."""
-        self.model_runner.model.load_weights(weights=weights)  # type: ignore[attr-defined]
-
-    def agentgym_load_checkpoint(self, path: str) -> None:
-        """Copy the weights of a Hugging Face checkpoint folder into the running model."""
-        tensors = _checkpoint_tensors(Path(path))
-        self.model_runner.model.load_weights(weights=tensors)  # type: ignore[attr-defined]
-
-
-def _checkpoint_tensors(folder: Path) -> Iterator[tuple[str, torch.Tensor]]:
-    """The named tensors of a checkpoint folder's ``*.safetensors`` (or ``pytorch_model*.bin``) files."""
-    files = sorted(folder.glob("*.safetensors"))
-    if files:
-        from safetensors import safe_open
-
-        for file in files:
-            with safe_open(str(file), framework="pt") as reader:
-                for name in reader.keys():  # noqa: SIM118 (safe_open is not a mapping)
-                    yield name, reader.get_tensor(name)
-        return
-    files = sorted(folder.glob("pytorch_model*.bin"))
-    if not files:
-        raise FileNotFoundError(f"no *.safetensors or pytorch_model*.bin weights in {folder}")
-    for file in files:
-        yield from torch.load(file, map_location="cpu", weights_only=True).items()
-
-
-def _pil_image(image: ImagePart) -> Any:
-    """An image part as the PIL image vLLM's multimodal processor takes (in RGB)."""
-    from PIL import Image
-
-    return Image.open(io.BytesIO(base64.b64decode(image.data))).convert("RGB")
+_SET_HERE = ("model", "seed", "logprobs_mode", "weight_transfer_config")
+"""vLLM engine arguments this engine decides; passing them through ``engine_args`` is refused."""
+_SHUTDOWN_SECONDS = 15.0
+"""How long vLLM's processes get to exit on their own at :meth:`VLLMEngine.close` before they are killed."""
+_CPU_KV_CACHE_BYTES = 1 << 30
+"""The KV cache vLLM's CPU build reserves unless told otherwise (its own default sizes it from free memory)."""
 
 
 class VLLMEngine:
     """vLLM's ``AsyncLLM`` behind the :class:`~agentgym.inference.types.InferenceEngine` protocol.
 
     ``engine_args`` go to ``vllm.AsyncEngineArgs`` (e.g. ``dtype``, ``enforce_eager``,
-    ``tensor_parallel_size``); ``logprobs_mode`` and ``worker_extension_cls`` are set here.
+    ``tensor_parallel_size``, ``gpu_memory_utilization``); ``dtype`` defaults to the checkpoint's, as the
+    trainer loads it (vLLM's own default serves a float32 model in bfloat16). ``weight_transport`` picks how updates reach
+    the workers: ``agentgym_shm`` (shared memory; the default on the CPU), ``ipc`` (CUDA IPC; the default
+    on a GPU, for a trainer on the same GPUs) or ``nccl`` (an engine on other GPUs; its
+    ``transport_options`` are ``master_address``, ``master_port`` and ``world_size``).
     """
 
     name = "vllm"
@@ -84,34 +58,57 @@ class VLLMEngine:
         model: str | Path,
         *,
         seed: int = 0,
-        gpu_memory_utilization: float = 0.5,
         max_model_len: int | None = None,
+        weight_transport: str | None = None,
+        transport_options: Mapping[str, Any] | None = None,
         **engine_args: Any,
     ) -> None:
+        folder = _model_folder(model)
         try:
             from vllm import AsyncEngineArgs, AsyncLLMEngine
+            from vllm.config.weight_transfer import WeightTransferConfig
+            from vllm.platforms import current_platform
         except ImportError as exc:
-            raise ImportError(
-                "the vllm engine needs vLLM on a CUDA machine: pip install 'agentgym[vllm]'"
-            ) from exc
+            raise ImportError("the vllm engine needs vLLM: run `bash scripts/setup.sh vllm` (vLLM's CPU build on a "
+                              "machine without CUDA, vllm on one with it)") from exc
+        from pydantic import ValidationError
         from transformers import AutoTokenizer
 
-        for fixed in ("logprobs_mode", "worker_extension_cls"):
+        from agentgym.inference.vllm_weights import WeightSync, default_transport, transport_settings
+
+        for fixed in _SET_HERE:
             if fixed in engine_args:
                 raise ValueError(f"VLLMEngine sets {fixed} itself; leave it out of the engine arguments")
-        args = AsyncEngineArgs(
-            model=str(model),
-            seed=seed,
-            gpu_memory_utilization=gpu_memory_utilization,
-            max_model_len=max_model_len,
-            logprobs_mode="processed_logprobs",
-            worker_extension_cls=_EXTENSION,
-            **engine_args,
-        )
-        self._llm = AsyncLLMEngine.from_engine_args(args)
-        self._tokenizer = AutoTokenizer.from_pretrained(str(model))
+        on_cpu = current_platform.device_type == "cpu"
+        transport = weight_transport or default_transport(current_platform.device_type)
+        transport_settings(transport, transport_options)  # a bad transport or option fails before vLLM starts
+        engine_args.setdefault("dtype", _checkpoint_dtype(folder))  # vLLM would serve a float32 model in bfloat16
+        if on_cpu:
+            engine_args.setdefault("enforce_eager", True)  # compiling for the CPU costs minutes at every start
+            if "gpu_memory_utilization" not in engine_args:
+                engine_args.setdefault("kv_cache_memory_bytes", _CPU_KV_CACHE_BYTES)
+        try:
+            args = AsyncEngineArgs(
+                model=str(folder),
+                seed=seed,
+                max_model_len=max_model_len,
+                logprobs_mode="processed_logprobs",
+                weight_transfer_config=WeightTransferConfig(backend=transport),
+                **engine_args,
+            )
+        except TypeError as exc:
+            unknown = ", ".join(sorted(set(engine_args) - set(AsyncEngineArgs.__dataclass_fields__)))
+            raise ValueError(f"unknown vLLM engine argument(s): {unknown} (see vllm.AsyncEngineArgs)") from exc
+        try:
+            self._llm: Any = AsyncLLMEngine.from_engine_args(args)
+        except ValidationError as exc:  # vLLM checks its settings before it starts a process
+            raise ValueError(f"vLLM refused the engine arguments: {_first_problems(exc)}") from None
+        self._tokenizer = AutoTokenizer.from_pretrained(str(folder))
         self.multimodal = bool(self._llm.model_config.is_multimodal_model)
         """Whether the model takes images: a request's images go to it; otherwise they are left out."""
+        self._weights: Any = WeightSync(self._llm, transport, transport_options)
+        self.weight_transport = transport
+        """The transport weight updates take (``agentgym_shm``, ``ipc`` or ``nccl``)."""
         self._version = 0
         self._closed = False
         self._running = asyncio.Event()
@@ -132,6 +129,8 @@ class VLLMEngine:
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         """Generate one response; a weight update mid-way makes it continue under the new weights."""
+        if self._closed:
+            raise RuntimeError("the vllm engine is closed")
         tokens: list[int] = []
         logprobs: list[float] = []
         versions: list[int] = []
@@ -141,11 +140,7 @@ class VLLMEngine:
                 await self._running.wait()
                 if self._closed:
                     break
-                if not self._running.is_set():  # woken by one update, overtaken by the next
-                    continue
-                segment = asyncio.create_task(
-                    self._segment(request, tokens, logprobs, versions, self._version)
-                )
+                segment = asyncio.create_task(self._segment(request, tokens, logprobs, versions, self._version))
                 self._segments.add(segment)
                 try:
                     await asyncio.wait({segment})
@@ -182,6 +177,7 @@ class VLLMEngine:
     ) -> FinishReason:
         """Stream one vLLM request continuing ``prompt + tokens`` under ``version``, appending as it goes."""
         from vllm import SamplingParams, TokensPrompt
+        from vllm.renderers.inputs.preprocess import parse_model_prompt
         from vllm.sampling_params import RequestOutputKind
 
         sampling = request.sampling
@@ -198,8 +194,13 @@ class VLLMEngine:
         prompt = TokensPrompt(prompt_token_ids=request.prompt_ids + tokens)
         if request.images and self.multimodal:
             prompt["multi_modal_data"] = {"image": [_pil_image(image) for image in request.images]}
+        (engine_input,) = await self._llm.renderer.render_cmpl_async([parse_model_prompt(self._llm.model_config, prompt)])
         request_id = f"{request.request_id}-{uuid.uuid4().hex[:8]}"
-        async for output in self._llm.generate(prompt, params, request_id):
+        first = True
+        async for output in self._llm.generate(engine_input, params, request_id):
+            if first and output.num_cached_tokens:
+                self._clock.counts.cached_prompt_tokens += output.num_cached_tokens
+            first = False
             completion = output.outputs[0]
             for token, entry in zip(completion.token_ids, completion.logprobs or [], strict=True):
                 tokens.append(token)
@@ -210,34 +211,30 @@ class VLLMEngine:
                 return "length" if reason == "length" else "abort" if reason == "abort" else "stop"
         return "abort"
 
-    async def update_weights(
-        self, weights: Mapping[str, Any] | str | Path, *, version: int | None = None
-    ) -> int:
+    async def update_weights(self, weights: Mapping[str, Any] | str | Path, *, version: int | None = None) -> int:
         """Load a state dict (Hugging Face names) or a checkpoint folder in place; requests in flight
         are interrupted and continue under the new weights. Returns the new version."""
+        if self._closed:
+            raise RuntimeError("the vllm engine is closed")
+        if not isinstance(weights, Mapping):
+            weights = read_checkpoint(_model_folder(weights))
+        if not weights:
+            raise ValueError("update_weights got an empty state dict")
         async with self._update_lock:
-            if not isinstance(weights, Mapping) and not Path(weights).is_dir():
-                raise FileNotFoundError(f"no checkpoint folder at {weights}")
+            new_version = self._version + 1 if version is None else version
             self._running.clear()
             interrupted = [task for task in self._segments if not task.done()]
             for task in interrupted:
                 task.cancel()
             await asyncio.gather(*interrupted, return_exceptions=True)
+            await self._llm.pause_generation(mode="abort", clear_cache=True)
             try:
-                if isinstance(weights, Mapping):
-                    named = [
-                        (name, tensor.detach().to("cpu").contiguous()) for name, tensor in weights.items()
-                    ]
-                    await self._llm.collective_rpc("agentgym_load_weights", args=(named,))
-                else:
-                    await self._llm.collective_rpc(
-                        "agentgym_load_checkpoint", args=(str(Path(weights).resolve()),)
-                    )
-                await self._llm.reset_prefix_cache()
-                self._version = self._version + 1 if version is None else version
+                await self._weights.send(weights, new_version)
+                self._version = new_version
                 self._clock.counts.weight_updates += 1
                 self._clock.counts.interrupted += len(interrupted)
             finally:
+                await self._llm.resume_generation()
                 self._running.set()
             return self._version
 
@@ -250,7 +247,8 @@ class VLLMEngine:
         self._clock.reset()
 
     async def close(self) -> None:
-        """Abort the requests in flight (they return ``finish_reason="abort"``) and shut vLLM down."""
+        """Abort the requests in flight (they return ``finish_reason="abort"``), release the weight transport
+        and shut vLLM down with its processes; safe to call twice."""
         if self._closed:
             return
         self._closed = True
@@ -259,5 +257,52 @@ class VLLMEngine:
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
-        self._llm.shutdown()
+        try:
+            await self._weights.close()
+        finally:
+            # On this loop, so vLLM's output handler is cancelled before it could see the engine gone; vLLM
+            # stops its processes, killing those that outlast the grace period. Dropping the engine here lets
+            # it be collected now rather than at interpreter exit, where its finalizer fails.
+            llm, self._llm = self._llm, None
+            self._weights = None
+            llm.shutdown(timeout=_SHUTDOWN_SECONDS)
 
+
+def _model_folder(model: str | Path) -> Path:
+    """``model`` as a folder vLLM can load: a Hugging Face config and weights; otherwise a clear error."""
+    folder = Path(model).expanduser().resolve()
+    if not folder.is_dir():
+        raise FileNotFoundError(f"no model folder at {model} (build one with `agentgym model init --preset tiny DIR`)")
+    config = folder / "config.json"
+    if not config.is_file():
+        raise ValueError(f"{model} is not a Hugging Face model folder: it has no config.json")
+    try:
+        json.loads(config.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{config} is not valid JSON: {exc}") from None
+    if not any(folder.glob("*.safetensors")) and not any(folder.glob("pytorch_model*.bin")):
+        raise ValueError(f"{model} holds no weights (*.safetensors or pytorch_model*.bin)")
+    return folder
+
+
+def _first_problems(exc: Any) -> str:
+    """A pydantic validation error in one line: the first complaint about each field."""
+    problems: dict[str, str] = {}
+    for error in exc.errors():
+        field = str(error["loc"][0]) if error["loc"] else ""
+        problems.setdefault(field, f"{field}: {error['msg']}" if field else error["msg"])
+    return "; ".join(problems.values())
+
+
+def _checkpoint_dtype(folder: Path) -> str:
+    """The dtype the weights were saved in (what the trainer loads them as); ``auto`` where the config says none."""
+    config = json.loads((folder / "config.json").read_text())
+    dtype = config.get("dtype") or config.get("torch_dtype") or config.get("text_config", {}).get("dtype")
+    return dtype if dtype in ("float32", "bfloat16", "float16") else "auto"
+
+
+def _pil_image(image: ImagePart) -> Any:
+    """An image part as the PIL image vLLM's multimodal processor takes (in RGB)."""
+    from PIL import Image
+
+    return Image.open(io.BytesIO(base64.b64decode(image.data))).convert("RGB")
