@@ -33,7 +33,8 @@ class EngineConfig(Config):
     max_context: int = Field(4096, ge=16)
     """Prompt plus response tokens of an episode; a longer one ends as truncated."""
     kwargs: dict[str, Any] = Field(default_factory=dict)
-    """Further engine arguments (e.g. ``gpu_memory_utilization`` for vLLM)."""
+    """Further engine arguments (for vLLM: ``vllm.AsyncEngineArgs`` fields such as ``gpu_memory_utilization``,
+    and ``weight_transport``/``transport_options``)."""
 
 
 class SamplingSection(Config):

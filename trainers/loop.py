@@ -152,6 +152,8 @@ class _Run:
         if config.name == "torch":
             kwargs.setdefault("max_batch_size", config.max_batch_size)
             kwargs.setdefault("device", str(self.device))
+        elif self.config.model.dtype:  # the engine samples in the dtype the learner trains in
+            kwargs.setdefault("dtype", self.config.model.dtype)
         kwargs.setdefault("max_model_len", config.max_context)
         engine = engine_class(config.name)(self.source, **kwargs)
         if self.step:

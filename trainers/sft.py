@@ -8,6 +8,7 @@ the tool schemas and the observations are context, never targets.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -87,6 +88,14 @@ def demonstration_rows(
     return rows
 
 
+def _training_arguments(settings: dict[str, Any]) -> dict[str, Any]:
+    """``settings`` under the names this ``transformers`` takes: before 5.20 (as vLLM 0.32 pins it)
+    ``activation_checkpointing`` was called ``gradient_checkpointing``."""
+    if "activation_checkpointing" not in {f.name for f in dataclasses.fields(SFTConfig)}:
+        settings["gradient_checkpointing"] = settings.pop("activation_checkpointing")
+    return settings
+
+
 def sft_trainer(
     model: str | Path | PreTrainedModel,
     tokenizer: Any,
@@ -100,7 +109,7 @@ def sft_trainer(
     checkpoints, no hub, no reporting, no printing (pass a callback to see the logs)."""
     args = SFTConfig(
         output_dir=str(output_dir),
-        **settings.model_dump(exclude={"bf16"}),
+        **_training_arguments(settings.model_dump(exclude={"bf16"})),
         bf16=_bf16(settings),
         fp16=False,
         use_cpu=not torch.cuda.is_available(),

@@ -36,6 +36,8 @@ _SET_HERE = ("model", "seed", "logprobs_mode", "weight_transfer_config")
 """vLLM engine arguments this engine decides; passing them through ``engine_args`` is refused."""
 _SHUTDOWN_SECONDS = 15.0
 """How long vLLM's processes get to exit on their own at :meth:`VLLMEngine.close` before they are killed."""
+_RETRIES = 3
+"""How often one request is sent again when vLLM answers that it should be."""
 _CPU_KV_CACHE_BYTES = 1 << 30
 """The KV cache vLLM's CPU build reserves unless told otherwise (its own default sizes it from free memory)."""
 
@@ -85,6 +87,9 @@ class VLLMEngine:
         engine_args.setdefault("dtype", _checkpoint_dtype(folder))  # vLLM would serve a float32 model in bfloat16
         if on_cpu:
             engine_args.setdefault("enforce_eager", True)  # compiling for the CPU costs minutes at every start
+            # vLLM 0.32's CPU runner kills the engine when a seeded request's prefill is split over steps
+            # ("CPU Generator does not use offset"): prefill each prompt whole
+            engine_args.setdefault("enable_chunked_prefill", False)
             if "gpu_memory_utilization" not in engine_args:
                 engine_args.setdefault("kv_cache_memory_bytes", _CPU_KV_CACHE_BYTES)
         try:
@@ -114,13 +119,18 @@ class VLLMEngine:
         self._running = asyncio.Event()
         self._running.set()
         self._update_lock = asyncio.Lock()
-        self._segments: set[asyncio.Task[FinishReason]] = set()
+        self._segments: set[asyncio.Task[FinishReason | None]] = set()
         self._clock = RequestClock()
 
     @property
     def version(self) -> int:
         """The policy version of the loaded weights; 0 for those the engine was built with."""
         return self._version
+
+    @property
+    def llm(self) -> Any:
+        """vLLM's ``AsyncLLM`` under this engine, for what the protocol does not cover (``None`` once closed)."""
+        return self._llm
 
     @property
     def tokenizer(self) -> Any:
@@ -135,6 +145,7 @@ class VLLMEngine:
         logprobs: list[float] = []
         versions: list[int] = []
         finish: FinishReason = "abort"
+        retries = 0
         with self._clock.busy():
             while not self._closed:
                 await self._running.wait()
@@ -150,8 +161,13 @@ class VLLMEngine:
                 finally:
                     self._segments.discard(segment)
                 if not segment.cancelled():
-                    finish = segment.result()
-                    break
+                    if (outcome := segment.result()) is not None:
+                        finish = outcome
+                        break
+                    retries += 1
+                    if retries > _RETRIES:
+                        raise RuntimeError(f"vLLM asked {retries} times to retry request {request.request_id}")
+                    continue
                 if len(tokens) >= request.sampling.max_tokens:
                     finish = "length"
                     break
@@ -174,8 +190,9 @@ class VLLMEngine:
         logprobs: list[float],
         versions: list[int],
         version: int,
-    ) -> FinishReason:
-        """Stream one vLLM request continuing ``prompt + tokens`` under ``version``, appending as it goes."""
+    ) -> FinishReason | None:
+        """Stream one vLLM request continuing ``prompt + tokens`` under ``version``, appending as it goes; ``None``
+        when vLLM asks for the request again (its ``error`` finish: e.g. an image its cache lost after a refusal)."""
         from vllm import SamplingParams, TokensPrompt
         from vllm.renderers.inputs.preprocess import parse_model_prompt
         from vllm.sampling_params import RequestOutputKind
@@ -208,6 +225,8 @@ class VLLMEngine:
                 versions.append(version)
             if output.finished:
                 reason = completion.finish_reason
+                if reason == "error":
+                    return None
                 return "length" if reason == "length" else "abort" if reason == "abort" else "stop"
         return "abort"
 
@@ -269,10 +288,17 @@ class VLLMEngine:
 
 
 def _model_folder(model: str | Path) -> Path:
-    """``model`` as a folder vLLM can load: a Hugging Face config and weights; otherwise a clear error."""
+    """``model`` as a folder vLLM can load (a local folder, or a hub id already in the local Hugging Face cache:
+    nothing is downloaded): a config and weights; otherwise a clear error."""
     folder = Path(model).expanduser().resolve()
     if not folder.is_dir():
-        raise FileNotFoundError(f"no model folder at {model} (build one with `agentgym model init --preset tiny DIR`)")
+        from huggingface_hub import snapshot_download
+
+        try:
+            folder = Path(snapshot_download(str(model), local_files_only=True))
+        except Exception:  # not an id, or not cached: the hub library raises several kinds
+            raise FileNotFoundError(f"no model folder at {model}, nor a model of that name in the local Hugging Face "
+                                    "cache (build one with `agentgym model init --preset tiny DIR`)") from None
     config = folder / "config.json"
     if not config.is_file():
         raise ValueError(f"{model} is not a Hugging Face model folder: it has no config.json")

@@ -192,7 +192,10 @@ def _layout(tensors: list[tuple[torch.dtype, tuple[int, ...]]]) -> tuple[list[in
 
 def register() -> None:
     """Make both sides of the transport known to vLLM's factories (a vLLM plugin: runs in each vLLM process)."""
-    from vllm.distributed.weight_transfer.factory import WeightTransferEngineFactory, WeightTransferTrainerFactory
+    from vllm.distributed.weight_transfer.factory import (
+        WeightTransferEngineFactory,
+        WeightTransferTrainerFactory,
+    )
 
     for factory, cls in ((WeightTransferEngineFactory, SharedMemoryWeightTransferEngine),
                          (WeightTransferTrainerFactory, SharedMemoryTrainerEngine)):

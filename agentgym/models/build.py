@@ -42,7 +42,6 @@ def init_model(
 
     ``corpus_episodes`` is the number of episodes played per environment, difficulty, policy and
     tool-call format for the tokenizer's corpus (default: the preset's)."""
-    import torch
     import transformers
 
     shape = get_preset(preset)
@@ -54,11 +53,7 @@ def init_model(
     out.mkdir(parents=True, exist_ok=True)
 
     tokenizer = train_tokenizer(corpus(episodes, seed=seed), shape.vocab_size)
-    special_ids = {
-        "eos_token_id": tokenizer.convert_tokens_to_ids(EOS_TOKEN),
-        "pad_token_id": tokenizer.convert_tokens_to_ids(PAD_TOKEN),
-        "bos_token_id": None,
-    }
+    special_ids = special_token_ids(tokenizer)
     config_class = transformers.Qwen2Config if arch == "qwen2" else transformers.LlamaConfig
     config = config_class(
         vocab_size=len(tokenizer),
@@ -67,22 +62,41 @@ def init_model(
         **shape.config_kwargs(),
         **special_ids,
     )
-    config.dtype = torch.float32
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = getattr(transformers, class_name)(config).to(torch.float32).eval()
-    model.generation_config = transformers.GenerationConfig(**special_ids)
-
-    bars = transformers.utils.logging.is_progress_bar_enabled()
-    transformers.utils.logging.disable_progress_bar()
-    try:
-        model.save_pretrained(out, safe_serialization=True)
-    finally:
-        if bars:
-            transformers.utils.logging.enable_progress_bar()
+    save_model(seeded_model(getattr(transformers, class_name), config, seed), out)
     tokenizer.save_pretrained(out)
     _write_for_older_readers(out, shape.rope_theta)
     return out
+
+
+def special_token_ids(tokenizer: Any) -> dict[str, int | None]:
+    """The end-of-turn and padding ids of agentgym's trained tokenizer (no beginning-of-sequence token)."""
+    return {
+        "eos_token_id": tokenizer.convert_tokens_to_ids(EOS_TOKEN),
+        "pad_token_id": tokenizer.convert_tokens_to_ids(PAD_TOKEN),
+        "bos_token_id": None,
+    }
+
+
+def seeded_model(model_class: Any, config: Any, seed: int) -> Any:
+    """``model_class(config)`` in float32 with weights drawn from ``seed`` (the global RNG left as it was)."""
+    import torch
+    import transformers
+
+    config.dtype = torch.float32
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = model_class(config).to(torch.float32).eval()
+    ids = {k: getattr(config, k, None) for k in ("eos_token_id", "pad_token_id", "bos_token_id")}
+    model.generation_config = transformers.GenerationConfig(**ids)
+    return model
+
+
+def save_model(model: Any, out: Path) -> None:
+    """Save ``model``'s config and safetensors weights into ``out``, without a progress bar."""
+    from agentgym.inference._torch_loading import quiet_progress_bars
+
+    with quiet_progress_bars():
+        model.save_pretrained(out, safe_serialization=True)
 
 
 def _write_for_older_readers(out: Path, rope_theta: float) -> None:

@@ -29,7 +29,7 @@ sys.path.insert(0, str(HERE))
 
 import agentgym  # noqa: E402
 from agentgym import TaskSet  # noqa: E402
-from agentgym.inference import SamplingParams  # noqa: E402
+from agentgym.inference import InferenceEngine, SamplingParams  # noqa: E402
 from agentgym.inference.torch_engine import TorchEngine  # noqa: E402
 from agentgym.models import init_model  # noqa: E402
 from agentgym.rollout import LMPolicy, RolloutConfig, RolloutScheduler  # noqa: E402
@@ -42,7 +42,7 @@ GOAL = {"speedup": 2.7, "engine_busy": 0.9}
 class VariedLengthPolicy(LMPolicy):
     """Draws each turn's response length uniformly from ``lengths``."""
 
-    def __init__(self, engine: TorchEngine, lengths: tuple[int, int]) -> None:
+    def __init__(self, engine: InferenceEngine, lengths: tuple[int, int]) -> None:
         super().__init__(engine, SamplingParams(temperature=1.0))
         self.lengths = lengths
 
@@ -80,7 +80,7 @@ async def asynchronous(policy: LMPolicy, tasks: TaskSet, concurrency: int, env_k
     return seen
 
 
-async def measure(name: str, engine: TorchEngine, arm, *args) -> dict:
+async def measure(name: str, engine: InferenceEngine, arm, *args) -> dict:
     """Run one arm; its figures are taken when it calls ``done`` (all trajectories delivered)."""
     before, started, end = engine.stats(), time.perf_counter(), {}
 
@@ -110,7 +110,7 @@ async def measure(name: str, engine: TorchEngine, arm, *args) -> dict:
 async def main(args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory(prefix="agentgym-bench-") as scratch:
         model_dir = Path(args.model) if args.model else init_model(Path(scratch) / "tiny", "tiny", seed=0)
-        engine = TorchEngine(model_dir, seed=0, max_batch_size=args.concurrency, threads=args.threads)
+        engine = start_engine(args.engine, model_dir, args.concurrency, args.threads)
         policy = VariedLengthPolicy(engine, (args.min_tokens, args.max_tokens))
         env_kwargs = {"median": args.median, "tail": args.tail, "max_turns": args.turns}
         tasks = TaskSet.generate(ENV_ID, args.episodes, split="test")
@@ -136,6 +136,15 @@ async def main(args: argparse.Namespace) -> dict:
     }
 
 
+def start_engine(name: str, model_dir: Path, concurrency: int, threads: int) -> InferenceEngine:
+    """The engine under test: the in-process torch engine, or vLLM (its CPU build here)."""
+    if name == "vllm":
+        from agentgym.inference.vllm_engine import VLLMEngine
+
+        return VLLMEngine(model_dir, seed=0, max_num_seqs=concurrency)
+    return TorchEngine(model_dir, seed=0, max_batch_size=concurrency, threads=threads)
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="One batch of episodes, three turns (under 2 minutes).")
@@ -147,10 +156,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--tail", type=float, default=20.0, help="p99 / median of the env step latency.")
     parser.add_argument("--min-tokens", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=96)
+    parser.add_argument("--engine", choices=("torch", "vllm"), default="torch",
+                        help="The engine both arms share (vllm: `bash scripts/setup.sh vllm` first).")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads for the engine (1 leaves a core to the event loop on small machines).")
-    parser.add_argument("--out", type=Path, default=HERE.parent / "results" / "rollout.json")
+    parser.add_argument("--out", type=Path, help="Default: results/rollout.json (rollout-vllm.json with --engine vllm).")
     args = parser.parse_args()
+    args.out = args.out or HERE.parent / "results" / ("rollout.json" if args.engine == "torch" else "rollout-vllm.json")
     if args.quick:
         args.episodes, args.turns = 2 * args.concurrency, 3
     return args

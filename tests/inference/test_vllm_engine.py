@@ -9,6 +9,10 @@ import asyncio
 import base64
 import importlib.util
 import io
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import psutil
@@ -29,7 +33,7 @@ from agentgym.trainers.batch import collate
 from agentgym.trainers.learner import Learner
 from agentgym.trajectory import Trajectory
 
-pytestmark = pytest.mark.vllm
+pytestmark = [pytest.mark.vllm, pytest.mark.timeout(300)]  # vLLM starts in ~45 s, longer on a busy machine
 
 SYNTHETIC_PROMPT = [5, 6, 7, 8] * 10
 """A prompt the untrained tiny model continues with near-uniform tokens (rarely its end of turn)."""
@@ -140,6 +144,13 @@ def test_a_seeded_request_samples_the_same_tokens_again(background, engine):
 
     assert background.run(batched()).token_ids == first.token_ids
 
+    async def crowded() -> list[GenerationResult]:  # more prompt tokens at once than one step takes
+        requests = [GenerationRequest(prompt_ids=SYNTHETIC_PROMPT * 15, sampling=SamplingParams(max_tokens=4, seed=i))
+                    for i in range(16)]
+        return list(await asyncio.gather(*(engine.generate(r) for r in requests)))
+
+    assert all(len(r.token_ids) >= 1 for r in background.run(crowded()))
+
 
 @pytest.mark.parametrize("sampling", [SamplingParams(temperature=1.0, max_tokens=12),
                                       SamplingParams(temperature=0.7, top_p=0.9, max_tokens=12)],
@@ -245,6 +256,23 @@ def test_bad_model_folders_and_arguments_are_refused_before_vllm_starts(tiny_mod
     with pytest.raises(ValueError, match="its options are: directory"):
         VLLMEngine(tiny_model_dir, transport_options={"buffer": 1})
     assert _vllm_processes() == running
+
+
+def test_a_hub_id_is_served_from_the_local_cache_only(tiny_model_dir, tmp_path):
+    def resolve(name: str) -> subprocess.CompletedProcess:  # the hub library reads its cache folder at import
+        code = f"from agentgym.inference.vllm_engine import _model_folder; print(_model_folder({name!r}))"
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub")}
+        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+
+    missing = resolve("agentgym-tests/tiny")
+    assert missing.returncode != 0 and "nor a model of that name in the local Hugging Face cache" in missing.stderr
+    cached = tmp_path / "hub" / "models--agentgym-tests--tiny"
+    shutil.copytree(tiny_model_dir, cached / "snapshots" / ("0" * 40))
+    (cached / "refs").mkdir()
+    (cached / "refs" / "main").write_text("0" * 40)
+    found = resolve("agentgym-tests/tiny")
+    assert found.returncode == 0, found.stderr
+    assert Path(found.stdout.strip()) == cached / "snapshots" / ("0" * 40)
 
 
 def test_close_leaves_no_vllm_process_behind(background, engine):
