@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The README's second command: install with the test extras and run the default test suite.
+# The README's second command: install with the test extras and vLLM (its CPU build without a GPU) and run
+# the default test suite.
 # Extra arguments go to pytest (e.g. `-m slow`).
 set -euo pipefail
-bin="$(bash "$(dirname "$0")/setup.sh" dev)"
+bin="$(bash "$(dirname "$0")/setup.sh" vllm)"
 bash "$(dirname "$0")/system-deps.sh"
 cd "$(dirname "$0")/.."
 "$bin/python" -m pytest -p no:cacheprovider "$@"
