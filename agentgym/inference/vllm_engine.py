@@ -22,6 +22,7 @@ import asyncio
 import base64
 import io
 import json
+import os
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -47,7 +48,8 @@ class VLLMEngine:
 
     ``engine_args`` go to ``vllm.AsyncEngineArgs`` (e.g. ``dtype``, ``enforce_eager``,
     ``tensor_parallel_size``, ``gpu_memory_utilization``); ``dtype`` defaults to the checkpoint's, as the
-    trainer loads it (vLLM's own default serves a float32 model in bfloat16). ``weight_transport`` picks how updates reach
+    trainer loads it (vLLM's own default serves a float32 model in bfloat16). vLLM logs warnings and errors
+    only, unless ``VLLM_LOGGING_LEVEL`` says otherwise. ``weight_transport`` picks how updates reach
     the workers: ``agentgym_shm`` (shared memory; the default on the CPU), ``ipc`` (CUDA IPC; the default
     on a GPU, for a trainer on the same GPUs) or ``nccl`` (an engine on other GPUs; its
     ``transport_options`` are ``master_address``, ``master_port`` and ``world_size``).
@@ -66,6 +68,8 @@ class VLLMEngine:
         **engine_args: Any,
     ) -> None:
         folder = _model_folder(model)
+        # vLLM logs its whole configuration at INFO from each of its processes, which inherit this setting
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
         try:
             from vllm import AsyncEngineArgs, AsyncLLMEngine
             from vllm.config.weight_transfer import WeightTransferConfig

@@ -19,6 +19,7 @@ transport are known in every process vLLM starts.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import uuid
@@ -41,6 +42,14 @@ from vllm.distributed.weight_transfer.base import (
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
     from vllm.config.weight_transfer import WeightTransferConfig
+
+_RELOAD_LOGGER = "vllm.model_executor.model_loader.reload.layerwise"
+
+
+def _weightless_layers(record: logging.LogRecord) -> bool:
+    """Drop the reload's warning that a rotary embedding (which holds no checkpoint weights) loaded none."""
+    return not (record.args and str(record.args[0]).endswith("RotaryEmbedding") and "Failed to load" in record.msg)
+
 
 BACKEND = "agentgym_shm"
 """The name both sides are registered under in vLLM's weight-transfer factories."""
@@ -80,6 +89,8 @@ class SharedMemoryWeightTransferEngine(WeightTransferEngine[SharedMemoryInitInfo
                  model: torch.nn.Module) -> None:
         super().__init__(config, vllm_config, device, model)
         self._mapping: torch.Tensor | None = None
+        logging.getLogger(_RELOAD_LOGGER).addFilter(_weightless_layers)
+
 
     def init_transfer_engine(self, init_info: SharedMemoryInitInfo) -> None:
         self._mapping = torch.from_file(init_info.path, shared=True, size=init_info.nbytes, dtype=torch.uint8)
