@@ -85,17 +85,9 @@ class VLLMEngine:
         for fixed in _SET_HERE:
             if fixed in engine_args:
                 raise ValueError(f"VLLMEngine sets {fixed} itself; leave it out of the engine arguments")
-        on_cpu = current_platform.device_type == "cpu"
         transport = weight_transport or default_transport(current_platform.device_type)
         transport_settings(transport, transport_options)  # a bad transport or option fails before vLLM starts
-        engine_args.setdefault("dtype", _checkpoint_dtype(folder))  # vLLM would serve a float32 model in bfloat16
-        if on_cpu:
-            engine_args.setdefault("enforce_eager", True)  # compiling for the CPU costs minutes at every start
-            # vLLM 0.32's CPU runner kills the engine when a seeded request's prefill is split over steps
-            # ("CPU Generator does not use offset"): prefill each prompt whole
-            engine_args.setdefault("enable_chunked_prefill", False)
-            if "gpu_memory_utilization" not in engine_args:
-                engine_args.setdefault("kv_cache_memory_bytes", _CPU_KV_CACHE_BYTES)
+        engine_args = _with_defaults(engine_args, folder, on_cpu=current_platform.device_type == "cpu")
         try:
             args = AsyncEngineArgs(
                 model=str(folder),
@@ -313,6 +305,19 @@ def _model_folder(model: str | Path) -> Path:
     if not any(folder.glob("*.safetensors")) and not any(folder.glob("pytorch_model*.bin")):
         raise ValueError(f"{model} holds no weights (*.safetensors or pytorch_model*.bin)")
     return folder
+
+
+def _with_defaults(engine_args: dict[str, Any], folder: Path, *, on_cpu: bool) -> dict[str, Any]:
+    """``engine_args`` completed with this engine's defaults (each one the caller may override)."""
+    defaults: dict[str, Any] = {"dtype": _checkpoint_dtype(folder)}  # vLLM would serve a float32 model in bfloat16
+    if on_cpu:
+        defaults["enforce_eager"] = True  # compiling for the CPU costs minutes at every start
+        # vLLM 0.32's CPU runner kills the engine when a seeded request's prefill is split over steps
+        # ("CPU Generator does not use offset"): prefill each prompt whole
+        defaults["enable_chunked_prefill"] = False
+        if "gpu_memory_utilization" not in engine_args:
+            defaults["kv_cache_memory_bytes"] = _CPU_KV_CACHE_BYTES
+    return defaults | engine_args
 
 
 def _first_problems(exc: Any) -> str:
