@@ -6,4 +6,5 @@ set -euo pipefail
 bin="$(bash "$(dirname "$0")/setup.sh" vllm)"
 bash "$(dirname "$0")/system-deps.sh"
 cd "$(dirname "$0")/.."
+"$bin/python" scripts/build_sandbox_images.py >&2
 "$bin/python" -m pytest -p no:cacheprovider "$@"
