@@ -54,10 +54,10 @@ def aggregate(token_losses: torch.Tensor, loss_mask: torch.Tensor, aggregation: 
     if aggregation == "token-mean":
         return masked_mean(token_losses, loss_mask)
     if aggregation == "sequence-mean":
-        mask = loss_mask.to(token_losses.dtype)
+        mask = loss_mask.bool()
         counts = mask.sum(-1)
         rows = counts > 0
-        return masked_mean((token_losses * mask).sum(-1) / counts.clamp(min=1), rows)
+        return masked_mean(torch.where(mask, token_losses, 0.0).sum(-1) / counts.clamp(min=1), rows)
     raise ValueError(f"unknown aggregation {aggregation!r}; choose one of: token-mean, sequence-mean")
 
 
@@ -89,12 +89,13 @@ def policy_loss(
             f"advantages must be [B] or [B, T] = {list(logprobs.shape)}, got {list(advantages.shape)}"
         )
     advantages = advantages.detach().to(logprobs.dtype)
-    log_ratio = logprobs - old_logprobs.detach()
+    agent = loss_mask.bool()
+    # masked before exp: a padded -1e4 would give ratio inf there, and 0 * inf = nan in the backward pass
+    log_ratio = torch.where(agent, logprobs - old_logprobs.detach(), 0.0)
     ratio = log_ratio.exp()
     unclipped = -advantages * ratio
     clipped = -advantages * ratio.clamp(1 - config.clip_low, 1 + config.clip_high)
     token_losses = torch.maximum(unclipped, clipped)
-    agent = loss_mask.bool()
     metrics = {"train/clip_fraction": masked_mean((clipped > unclipped).float(), agent).item()}
     if config.dual_clip is not None:
         bound = -advantages * config.dual_clip

@@ -8,16 +8,17 @@ import torch
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mean of ``values`` where ``mask`` is set (0 when nothing is)."""
-    mask = mask.to(values.dtype)
-    return (values * mask).sum() / mask.sum().clamp(min=1)
+    """Mean of ``values`` where ``mask`` is set (0 when nothing is); what the others hold, inf or nan
+    included, changes neither the mean nor its gradient."""
+    mask = mask.bool()
+    return torch.where(mask, values, 0.0).sum() / mask.sum().clamp(min=1).to(values.dtype)
 
 
 def k3_kl(log_ratio: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Schulman's k3 estimator of ``KL(q || p)`` from samples of ``q``: the masked mean of
     ``exp(x) - x - 1`` with ``x = log p - log q`` per token; never negative, 0 exactly when ``p == q``."""
-    per_token = torch.expm1(log_ratio) - log_ratio
-    return masked_mean(torch.where(mask.bool(), per_token, 0.0), mask)
+    log_ratio = torch.where(mask.bool(), log_ratio, 0.0)
+    return masked_mean(torch.expm1(log_ratio) - log_ratio, mask)
 
 
 def mismatch_k3(
