@@ -1,8 +1,8 @@
 """``check_env``: Gymnasium's checker plus the checks a text agent's environment must pass.
 
 Each check is a small function that raises :class:`EnvCheckError` naming the check and the likely
-cause. Third-party environments run the same suite with ``agentgym.check_env(env)`` or
-``agentgym check ID``.
+cause; an exception the environment itself raises during a check fails that check too. Third-party
+environments run the same suite with ``agentgym.check_env(env)`` or ``agentgym check ID``.
 """
 
 from __future__ import annotations
@@ -38,15 +38,26 @@ MALFORMED_ACTIONS: tuple[str, ...] = (
 
 @dataclass
 class CheckReport:
-    """Which checks ran, how long each took, and the warnings Gymnasium's checker gave."""
+    """Which checks passed and how long each took, which failed and why, and the warnings Gymnasium's
+    checker gave. A failure caused by an exception of the environment has it as ``__cause__``."""
 
     env_id: str
     passed: list[tuple[str, float]] = field(default_factory=list)
+    failed: list[EnvCheckError] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
 
 def check_env(env: Env, *, episodes: int = 3, seed: int = 0) -> CheckReport:
-    """Run every check on ``env``; raise :class:`EnvCheckError` at the first failure.
+    """Run every check on ``env`` (see :func:`run_checks`); raise the first failure as :class:`EnvCheckError`."""
+    report = run_checks(env, episodes=episodes, seed=seed)
+    if report.failed:
+        raise report.failed[0]
+    return report
+
+
+def run_checks(env: Env, *, episodes: int = 3, seed: int = 0) -> CheckReport:
+    """Run every check on ``env`` and report each one, going on after a failure: a check fails on its own
+    :class:`EnvCheckError` or on any exception the environment raises while it runs.
 
     ``episodes`` oracle episodes are played per difficulty level, from seeds starting at ``seed``.
     """
@@ -62,8 +73,16 @@ def check_env(env: Env, *, episodes: int = 3, seed: int = 0) -> CheckReport:
     ]
     for name, check in checks:
         started = time.perf_counter()
-        check()
-        report.passed.append((name, time.perf_counter() - started))
+        try:
+            check()
+        except EnvCheckError as exc:
+            report.failed.append(exc)
+        except Exception as exc:  # the environment's own failure: this check fails, the next one runs
+            failure = EnvCheckError(name, f"the environment raised {type(exc).__name__}: {exc}")
+            failure.__cause__ = exc
+            report.failed.append(failure)
+        else:
+            report.passed.append((name, time.perf_counter() - started))
     return report
 
 

@@ -18,8 +18,9 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
-from agentgym.checker import CheckReport, check_env
+from agentgym.checker import CheckReport, run_checks
 from agentgym.errors import AgentGymError, EnvCheckError, RegistrationError
 from agentgym.messages import Message
 from agentgym.models.cli import model
@@ -215,12 +216,15 @@ def check(env_ids: tuple[str, ...], check_all: bool, family: str | None, episode
             started = time.perf_counter()
             try:
                 report = _checked(env_id, episodes)
-                table.add_row(env_id, "[green]pass[/green]", f"{time.perf_counter() - started:.2f}",
-                              ", ".join(name for name, _ in report.passed))
-            except AgentGymError as exc:  # a failed check, or what it needs is missing (a browser, an engine)
+                failures = _failure_lines(report.failed)
+            except Exception as exc:  # it cannot be made or closed here (a browser, an engine missing; a bug)
+                failures = [f"{type(exc).__name__}: {exc}"]
+            seconds = f"{time.perf_counter() - started:.2f}"
+            if failures:
                 failed += 1
-                detail = str(exc) if isinstance(exc, EnvCheckError) else f"{type(exc).__name__}: {exc}"
-                table.add_row(env_id, "[red]FAIL[/red]", f"{time.perf_counter() - started:.2f}", detail)
+                table.add_row(env_id, "[red]FAIL[/red]", seconds, Text("\n".join(failures)))  # no markup: "[check]"
+            else:
+                table.add_row(env_id, "[green]pass[/green]", seconds, ", ".join(name for name, _ in report.passed))
             progress.advance(bar)
     out.print(table)
     if failed:
@@ -228,11 +232,19 @@ def check(env_ids: tuple[str, ...], check_all: bool, family: str | None, episode
         sys.exit(1)
 
 
+def _failure_lines(failures: list[EnvCheckError]) -> list[str]:
+    """One line per distinct reason, naming the checks that failed for it (a missing engine fails them all)."""
+    checks: dict[str, list[str]] = {}
+    for failure in failures:
+        checks.setdefault(failure.reason, []).append(failure.check)
+    return [f"[{', '.join(names)}] {reason}" for reason, names in checks.items()]
+
+
 def _checked(env_id: str, episodes: int) -> CheckReport:
     """The checks' report on a fresh ``env_id``, closed afterwards."""
     env = make(env_id)
     try:
-        return check_env(env, episodes=episodes)
+        return run_checks(env, episodes=episodes)
     finally:
         env.close()
 

@@ -32,6 +32,7 @@ class EnvCheckError(AgentGymError):
     def __init__(self, check: str, message: str) -> None:
         super().__init__(f"[{check}] {message}")
         self.check = check
+        self.reason = message
 
 
 class ConfigError(AgentGymError, ValueError):

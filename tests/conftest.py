@@ -57,6 +57,13 @@ class CounterEnv(Env):
         return self.format_call("add", amount=step)
 
 
+class ToolCrashes(CounterEnv):
+    """A CounterEnv whose oracle calls `boom`: an environment with a bug, for the checker."""
+
+    def oracle_action(self) -> str:
+        return self.format_call("boom")
+
+
 @pytest.fixture
 def counter_env():
     env = CounterEnv()

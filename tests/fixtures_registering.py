@@ -15,3 +15,15 @@ class NeedsAnEngine(CounterEnv):
 
 
 agentgym.register("test/NeedsAnEngine-v0", "tests.fixtures_registering:NeedsAnEngine")
+
+agentgym.register("test/ToolCrashes-v0", "tests.conftest:ToolCrashes")
+
+
+class CannotStart(CounterEnv):
+    """An environment whose constructor fails."""
+
+    def __init__(self, **kwargs):
+        raise OSError("no display")
+
+
+agentgym.register("test/CannotStart-v0", "tests.fixtures_registering:CannotStart")

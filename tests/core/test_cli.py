@@ -110,3 +110,15 @@ def test_check_reports_an_environment_it_cannot_run_and_goes_on_to_the_next():
     assert done.returncode == 1 and "1 of 2 environments failed" in done.stderr
     assert "SandboxUnavailable: no Docker engine answers" in done.stdout
     assert re.search(r"games/FrozenLake-v0\s+│ pass", done.stdout)
+
+
+def test_check_names_the_check_an_environment_crashed_in_and_goes_on_to_the_next():
+    root = str(Path(__file__).parents[2])
+    done = agentgym("check", "tests.fixtures_registering:test/ToolCrashes-v0", "test/CannotStart-v0",
+                    "games/FrozenLake-v0", env={"PYTHONPATH": root})
+    assert done.returncode == 1 and "2 of 3 environments failed" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert re.search(r"test/ToolCrashes-v0\s+│ FAIL\s+│ [\d.]+\s+│ \[determinism, oracle\] the environment raised "
+                     r"RuntimeError: container died", done.stdout), done.stdout
+    assert re.search(r"test/CannotStart-v0\s+│ FAIL\s+│ [\d.]+\s+│ OSError: no display", done.stdout), done.stdout
+    assert re.search(r"games/FrozenLake-v0\s+│ pass", done.stdout)
