@@ -1,6 +1,7 @@
 """The ``agentgym`` command line: list, inspect, play, check and evaluate environments, compare evaluations.
 
-Bad arguments exit with status 2 and a one-line reason; a failed check exits with status 1.
+Bad arguments exit with status 2 and a one-line reason; a failed check exits with status 1; an evaluation
+that scored no episode exits with status 3.
 """
 
 from __future__ import annotations

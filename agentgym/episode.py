@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import traceback
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -178,4 +179,6 @@ class _Episode:
         kind = f"timeout:{exc.scope}" if isinstance(exc, EpisodeTimeout) else f"{self.phase}:{type(exc).__name__}"
         self.trajectory.status = "error"
         self.trajectory.error = f"{type(exc).__name__} during {self.phase}: {exc}"
+        if exc.__traceback__ is not None:  # raised, not a time limit the watchdog fired
+            self.trajectory.error_traceback = "".join(traceback.format_exception(exc))
         self.trajectory.info["error_cause"] = kind

@@ -30,7 +30,8 @@ class Trajectory(BaseModel):
     """A whole episode.
 
     ``status`` is ``ok`` when the environment ended it, ``truncated`` at the turn limit, and ``error``
-    when infrastructure failed (``error`` then holds the cause; such a trajectory is never scored).
+    when infrastructure failed (``error`` then holds the cause, and ``error_traceback`` where it was
+    raised when an exception caused it; such a trajectory is never scored).
     The token fields are aligned one entry per token: ``loss_mask`` is 1 on tokens the agent
     generated, ``logprobs`` the behaviour log-probability of each generated token (0 elsewhere) and
     ``versions`` the policy version that sampled it (-1 elsewhere). Policies that work on text leave
@@ -50,6 +51,7 @@ class Trajectory(BaseModel):
     success: bool = False
     status: Status = "ok"
     error: str | None = None
+    error_traceback: str | None = None
     timings: dict[str, float] = Field(default_factory=dict)
     info: dict[str, Any] = Field(default_factory=dict)
 

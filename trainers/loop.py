@@ -278,9 +278,10 @@ class _Run:
         started = scheduler.metrics.started if scheduler else 0
         scores = background.run(run_evaluation(spec, tasks, policy, folder, concurrency=self.config.eval.concurrency,
                                                timeouts=self.config.trainer.timeouts))
-        metrics = {"eval/success_rate": scores.success_rate, "eval/reward_mean": scores.mean_reward,
-                   "eval/turns_mean": scores.mean_turns, "eval/infra_errors": scores.infra_errors,
-                   **{f"eval/success_{b.name}": b.success_rate for b in scores.by_difficulty}}
+        values = {"eval/success_rate": scores.success_rate, "eval/reward_mean": scores.mean_reward,
+                  "eval/turns_mean": scores.mean_turns, "eval/infra_errors": scores.infra_errors,
+                  **{f"eval/success_{b.name}": b.success_rate for b in scores.by_difficulty}}
+        metrics = {key: value for key, value in values.items() if value is not None}  # None: nothing scored
         if scheduler is not None:
             metrics["eval/rollout_started_meanwhile"] = scheduler.metrics.started - started
         log.log(self.step, metrics)

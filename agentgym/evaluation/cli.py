@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -17,7 +18,8 @@ from rich.table import Table
 from agentgym.cli import _bad_arguments, _select, err, out
 from agentgym.evaluation.compare import compare_runs
 from agentgym.evaluation.leaderboard import RECORDED_RUNS, write_leaderboard
-from agentgym.evaluation.records import RunSpec, tasks_digest
+from agentgym.evaluation.records import RunFolder, RunSpec, tasks_digest
+from agentgym.evaluation.report import NOTHING_SCORED, number, percent
 from agentgym.evaluation.run import Progress as RunProgress
 from agentgym.evaluation.run import run_evaluation
 from agentgym.evaluation.scores import RunScores
@@ -27,6 +29,9 @@ from agentgym.registration import make
 from agentgym.rollout.engines import engine_policy
 from agentgym.suites import load_suite
 from agentgym.tasks import Task, TaskSet
+
+NOTHING_SCORED_EXIT = 3
+"""The exit status of ``agentgym eval`` when no episode was scored (every one lost to infrastructure)."""
 
 
 @click.command("eval")
@@ -74,7 +79,9 @@ def eval_command(
     """Evaluate a reference policy or a model on a suite or on environments; write a report.
 
     Each episode is appended to DIR/episodes.jsonl as it ends, so --resume continues a crashed run.
-    Attempts lost to infrastructure are retried and reported apart, never scored."""
+    Attempts lost to infrastructure are retried and reported apart, never scored; the first traceback
+    among them is printed to stderr and put in the report. Exits with status 3 when no episode was
+    scored: the success rate is then undefined (n/a, null in JSON)."""
     if bool(policy) == bool(engine):
         raise click.UsageError("choose --policy (a reference policy) or --engine with --model (a model)")
     if engine and not model_path:
@@ -97,8 +104,13 @@ def eval_command(
     with _bad_arguments():
         scores = asyncio.run(_run(spec, tasks, out_dir, resume=resume, concurrency=concurrency, max_context=max_context))
     _print(scores, out_dir)
+    _print_first_traceback(RunFolder(out_dir))
     if as_json:
         click.echo(json.dumps(json_summary(scores, out_dir)))
+    if scores.scored == 0:
+        click.echo(f"agentgym: no episode was scored: all {scores.episodes} were lost to infrastructure, so the "
+                   f"success rate is undefined; their causes are in {out_dir / 'report.md'}", err=True)
+        sys.exit(NOTHING_SCORED_EXIT)
 
 
 def json_summary(scores: RunScores, folder: Path) -> dict[str, Any]:
@@ -169,13 +181,21 @@ async def _run(spec: RunSpec, tasks: list[Task], out_dir: Path, *, resume: bool,
 def _print(s: RunScores, out_dir: Path) -> None:
     table = Table("environment", "episodes", "success", "mean reward", "infra errors")
     for b in s.by_env:
-        table.add_row(b.name, str(b.episodes), f"{b.success_rate:.1%}", f"{b.mean_reward:.3f}", str(b.infra_errors))
+        table.add_row(b.name, str(b.episodes), percent(b.success_rate), number(b.mean_reward, 3), str(b.infra_errors))
     out.print(table)
     passes = "  ".join(f"pass@{k} {v:.1%}" for k, v in s.pass_at_k.items())
-    out.print(f"{s.agent}: success {s.success_rate:.1%} over {s.scored} episodes ({passes}), mean reward "
-              f"{s.mean_reward:.3f}, {s.infra_errors} unscored infrastructure errors, {s.infra_retried} retried",
-              markup=False)
+    success = NOTHING_SCORED if s.success_rate is None else f"{s.success_rate:.1%} over {s.scored} episodes ({passes})"
+    out.print(f"{s.agent}: success {success}, mean reward {number(s.mean_reward, 3)}, {s.infra_errors} unscored "
+              f"infrastructure errors, {s.infra_retried} retried", markup=False)
     out.print(f"report: {out_dir / 'report.md'} (and report.html)", markup=False)
+
+
+def _print_first_traceback(run: RunFolder) -> None:
+    """Show on stderr where the first attempt lost to an exception failed, for whoever debugs the environment."""
+    first = run.first_traceback()
+    if first is not None:
+        click.echo(f"the first traceback among the attempts lost to infrastructure ({first.key}, attempt "
+                   f"{first.attempt}; every cause is in the report):\n{first.traceback}", err=True, nl=False)
 
 
 @click.command("compare")

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from agentgym.episode import Timeouts
+from agentgym.evaluation.scores import mean
 from agentgym.policies import Policy
 from agentgym.rollout.config import RolloutConfig
 from agentgym.rollout.metrics import RolloutMetrics
@@ -21,14 +22,14 @@ from agentgym.trajectory import Trajectory
 
 class EvalSummary(BaseModel):
     """The scores of one policy on one environment. Infrastructure errors are counted apart and
-    left out of ``success_rate``, ``mean_reward`` and ``mean_turns``."""
+    left out of ``success_rate``, ``mean_reward`` and ``mean_turns`` (None when nothing was scored)."""
 
     env_id: str
     policy: str
     episodes: int
-    success_rate: float
-    mean_reward: float
-    mean_turns: float
+    success_rate: float | None
+    mean_reward: float | None
+    mean_turns: float | None
     truncated: int
     infra_errors: int
     wall_seconds: float
@@ -36,14 +37,13 @@ class EvalSummary(BaseModel):
     @classmethod
     def of(cls, env_id: str, policy: str, trajectories: list[Trajectory], wall_seconds: float) -> EvalSummary:
         scored = [t for t in trajectories if t.status != "error"]
-        n = max(len(scored), 1)
         return cls(
             env_id=env_id,
             policy=policy,
             episodes=len(trajectories),
-            success_rate=sum(t.success for t in scored) / n,
-            mean_reward=sum(t.reward for t in scored) / n,
-            mean_turns=sum(t.num_turns for t in scored) / n,
+            success_rate=mean(t.success for t in scored),
+            mean_reward=mean(t.reward for t in scored),
+            mean_turns=mean(t.num_turns for t in scored),
             truncated=sum(t.status == "truncated" for t in scored),
             infra_errors=len(trajectories) - len(scored),
             wall_seconds=wall_seconds,

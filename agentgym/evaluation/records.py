@@ -100,6 +100,8 @@ class InfraRecord(BaseModel):
     attempt: int
     cause: str
     error: str
+    traceback: str | None = None
+    """Where the exception behind it was raised (none for a time limit)."""
 
 
 def task_key(task: Task, sample: int) -> str:
@@ -150,6 +152,10 @@ class RunFolder:
         lines = path.read_text().splitlines() if path.exists() else []
         return [InfraRecord.model_validate_json(line) for line in lines if line.strip() and line.endswith("}")]
 
+    def first_traceback(self) -> InfraRecord | None:
+        """The first attempt lost to a raised exception: where to start debugging an environment."""
+        return next((record for record in self.infra_errors() if record.traceback), None)
+
     def append(self, task: Task, sample: int, final: Trajectory, failed: list[Trajectory]) -> EpisodeRecord:
         """Record a task sample's final trajectory and the attempts lost before it, durably."""
         key = task_key(task, sample)
@@ -157,7 +163,8 @@ class RunFolder:
         for attempt, trajectory in enumerate(lost, start=1):
             cause = str(trajectory.info.get("error_cause", "unknown"))
             self._write(INFRA, InfraRecord(key=key, task_id=task.id, env_id=task.env_id, attempt=attempt,
-                                           cause=cause, error=trajectory.error or ""))
+                                           cause=cause, error=trajectory.error or "",
+                                           traceback=trajectory.error_traceback))
         record = EpisodeRecord(
             key=key, task=task, sample=sample, status=final.status, success=final.success and final.status != "error",
             reward=final.reward if final.status != "error" else 0.0, turns=final.num_turns,

@@ -3,6 +3,7 @@ per environment, infrastructure errors, and the best and worst episodes as trans
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from agentgym.evaluation.document import (
     to_html,
     to_markdown,
 )
-from agentgym.evaluation.records import EpisodeRecord, RunFolder, RunSpec
+from agentgym.evaluation.records import EpisodeRecord, InfraRecord, RunFolder, RunSpec
 from agentgym.evaluation.scores import Breakdown, RunScores
 
 PLOT = "scores.png"
@@ -30,6 +31,18 @@ MAX_TEXT = 1500
 MAX_TURNS = 12
 """Turns of an episode shown: the first and the last, the middle elided."""
 _SCREEN = re.compile(r"!\[screen\]\(([^)]+)\)")
+NOTHING_SCORED = "n/a — no episode was scored"
+"""What a success rate over no scored episode reads as (it is undefined, not 0%)."""
+
+
+def percent(rate: float | None) -> str:
+    """A rate as a percentage, or ``n/a`` when undefined."""
+    return "n/a" if rate is None else f"{rate:.1%}"
+
+
+def number(value: float | None, digits: int) -> str:
+    """A mean to ``digits`` decimals, or ``n/a`` when undefined."""
+    return "n/a" if value is None else f"{value:.{digits}f}"
 
 
 def write_report(run: RunFolder, scores: RunScores) -> None:
@@ -38,23 +51,23 @@ def write_report(run: RunFolder, scores: RunScores) -> None:
     records = list(run.finished().values())
     _plot(scores, run.path / PLOT)
     title = f"Evaluation of {spec.agent} on {spec.suite or ', '.join(sorted({r.task.env_id for r in records}))}"
-    blocks = _blocks(spec, scores, records, run)
+    blocks = _blocks(spec, scores, records, run.first_traceback())
     (run.path / "report.md").write_text(f"# {title}\n\n" + to_markdown(blocks))
     (run.path / "report.html").write_text(to_html(title, [Heading(title, 1), *blocks]))
 
 
-def _blocks(spec: RunSpec, s: RunScores, records: list[EpisodeRecord], run: RunFolder) -> list[Block]:
+def _blocks(spec: RunSpec, s: RunScores, records: list[EpisodeRecord], first: InfraRecord | None) -> list[Block]:
     low, high = s.success_interval
     passes = ", ".join(f"pass@{k} {v:.1%}" for k, v in s.pass_at_k.items())
     rows = [
-        ["success", f"{s.success_rate:.1%} (95% CI {low:.1%} to {high:.1%})"],
+        ["success", NOTHING_SCORED if s.success_rate is None else f"{s.success_rate:.1%} (95% CI {low:.1%} to {high:.1%})"],
         ["pass@k", passes or "n/a"],
-        ["mean reward", f"{s.mean_reward:.3f}"],
-        ["mean turns", f"{s.mean_turns:.1f}"],
-        ["mean tokens generated", f"{s.mean_tokens:.0f}"],
+        ["mean reward", number(s.mean_reward, 3)],
+        ["mean turns", number(s.mean_turns, 1)],
+        ["mean tokens generated", number(s.mean_tokens, 0)],
         ["episodes scored", f"{s.scored} of {s.episodes} ({s.tasks} tasks x {s.samples} samples)"],
         ["infrastructure errors", f"{s.infra_errors} episodes unscored, {s.infra_retried} attempts retried"],
-        ["time", f"{s.wall_seconds:.1f} s wall, {s.mean_episode_seconds:.2f} s per episode"],
+        ["time", f"{s.wall_seconds:.1f} s wall, {number(s.mean_episode_seconds, 2)} s per episode"],
     ]
     setup = [f"agent: `{spec.agent}`" + (f" (engine `{spec.engine}`, model `{spec.model}`)" if spec.engine else ""),
              f"suite: `{spec.suite}` (sha256 `{spec.suite_sha256[:12]}`)" if spec.suite and spec.suite_sha256
@@ -74,7 +87,7 @@ def _blocks(spec: RunSpec, s: RunScores, records: list[EpisodeRecord], run: RunF
         Heading("By difficulty"), _table(s.by_difficulty),
         Heading("By environment"), _table(s.by_env),
     ]
-    blocks += _infra(s, records)
+    blocks += _infra(s, records, first)
     by_family: dict[str, list[EpisodeRecord]] = {}
     for r in records:
         if r.scored:
@@ -98,11 +111,11 @@ def _worst_first(r: EpisodeRecord) -> tuple:
 
 def _table(rows: list[Breakdown]) -> Table:
     return Table(["", "episodes", "success", "mean reward", "infra errors"],
-                 [[b.name, str(b.episodes), f"{b.success_rate:.1%}", f"{b.mean_reward:.3f}", str(b.infra_errors)]
+                 [[b.name, str(b.episodes), percent(b.success_rate), number(b.mean_reward, 3), str(b.infra_errors)]
                   for b in rows], numeric={1, 2, 3, 4})
 
 
-def _infra(s: RunScores, records: list[EpisodeRecord]) -> list[Block]:
+def _infra(s: RunScores, records: list[EpisodeRecord], first: InfraRecord | None) -> list[Block]:
     blocks: list[Block] = [Heading("Infrastructure errors")]
     if not s.error_causes:
         return [*blocks, Paragraph("None: every attempt ran to the end.")]
@@ -113,6 +126,9 @@ def _infra(s: RunScores, records: list[EpisodeRecord]) -> list[Block]:
     if unscored:
         blocks.append(Table(["unscored episode", "cause", "error"],
                             [[r.key, r.error_cause or "", (r.error or "").splitlines()[0][:160]] for r in unscored]))
+    if first is not None and first.traceback:
+        blocks.append(Fold(f"The first traceback: {first.key}, attempt {first.attempt} ({first.cause})",
+                           [Code(first.traceback.rstrip())]))
     return blocks
 
 
@@ -168,15 +184,20 @@ def _plot(s: RunScores, path: Path) -> None:
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, max(3.0, 0.28 * len(envs) + 1.2)),
                                  gridspec_kw={"width_ratios": [3, 1]})
     names = [b.name for b in envs][::-1]
-    ax.barh(names, [b.success_rate for b in envs][::-1], color=[colours[n.split("/")[0]] for n in names])
+    ax.barh(names, [_height(b) for b in envs][::-1], color=[colours[n.split("/")[0]] for n in names])
     ax.set_xlim(0, 1)
     ax.set_xlabel("success rate")
-    ax.set_title(f"{s.agent}: {s.success_rate:.1%} over {s.scored} episodes")
+    ax.set_title(f"{s.agent}: {percent(s.success_rate)} over {s.scored} episodes")
     ax.tick_params(axis="y", labelsize=8)
     levels = s.by_difficulty
-    bx.bar([b.name for b in levels], [b.success_rate for b in levels], color="#888")
+    bx.bar([b.name for b in levels], [_height(b) for b in levels], color="#888")
     bx.set_ylim(0, 1)
     bx.set_title("by difficulty")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
+
+
+def _height(b: Breakdown) -> float:
+    """A slice's bar: none at all (NaN) when nothing in it was scored, rather than a bar at 0."""
+    return math.nan if b.success_rate is None else b.success_rate

@@ -1,5 +1,6 @@
 """Scores of an evaluation from its episode records: success, pass@k, reward, turns, tokens, time, and
-breakdowns by family, environment and difficulty. Infrastructure errors are counted apart, never scored."""
+breakdowns by family, environment and difficulty. Infrastructure errors are counted apart, never scored;
+a mean over no scored episode is undefined (None), never 0."""
 
 from __future__ import annotations
 
@@ -46,8 +47,9 @@ class Breakdown(BaseModel):
     name: str
     episodes: int
     """Scored episodes."""
-    success_rate: float
-    mean_reward: float
+    success_rate: float | None
+    """None when no episode of the slice was scored."""
+    mean_reward: float | None
     infra_errors: int
 
 
@@ -60,7 +62,8 @@ class TaskScore(BaseModel):
     samples: int
     """Scored samples."""
     successes: int
-    mean_reward: float
+    mean_reward: float | None
+    """None when no sample was scored."""
     infra_errors: int
 
 
@@ -75,14 +78,16 @@ class RunScores(BaseModel):
     episodes: int
     """Task samples with a final record (scored or lost to infrastructure)."""
     scored: int
-    success_rate: float
+    success_rate: float | None
+    """None when no episode was scored (every one lost to infrastructure): the rate is undefined, not 0."""
     success_interval: tuple[float, float]
     """95% Wilson interval of ``success_rate``."""
     pass_at_k: dict[str, float]
-    mean_reward: float
-    mean_turns: float
-    mean_tokens: float
-    mean_episode_seconds: float
+    mean_reward: float | None
+    """This and the other means are None without a scored episode."""
+    mean_turns: float | None
+    mean_tokens: float | None
+    mean_episode_seconds: float | None
     wall_seconds: float
     infra_errors: int
     """Episodes whose every attempt failed on infrastructure: left out of every score."""
@@ -111,13 +116,13 @@ def score(spec: RunSpec, records: Iterable[EpisodeRecord], infra: list[InfraReco
         tasks=len(tasks),
         episodes=len(records),
         scored=n,
-        success_rate=successes / n if n else 0.0,
+        success_rate=mean(r.success for r in scored),
         success_interval=wilson_interval(successes, n),
         pass_at_k=_pass_at_k(tasks, spec.samples),
-        mean_reward=_mean(r.reward for r in scored),
-        mean_turns=_mean(r.turns for r in scored),
-        mean_tokens=_mean(r.tokens for r in scored),
-        mean_episode_seconds=_mean(r.seconds for r in records),
+        mean_reward=mean(r.reward for r in scored),
+        mean_turns=mean(r.turns for r in scored),
+        mean_tokens=mean(r.tokens for r in scored),
+        mean_episode_seconds=mean(r.seconds for r in records),
         wall_seconds=wall_seconds,
         infra_errors=unscored,
         infra_retried=len(infra) - unscored,
@@ -129,9 +134,10 @@ def score(spec: RunSpec, records: Iterable[EpisodeRecord], infra: list[InfraReco
     )
 
 
-def _mean(values: Iterable[float]) -> float:
+def mean(values: Iterable[float]) -> float | None:
+    """The mean, or None (undefined) without values."""
     values = list(values)
-    return sum(values) / len(values) if values else 0.0
+    return sum(values) / len(values) if values else None
 
 
 def _per_task(records: list[EpisodeRecord]) -> list[TaskScore]:
@@ -143,7 +149,7 @@ def _per_task(records: list[EpisodeRecord]) -> list[TaskScore]:
         scored = [r for r in group if r.scored]
         out.append(TaskScore(id=task_id, env_id=group[0].task.env_id, difficulty=group[0].task.difficulty,
                              samples=len(scored), successes=sum(r.success for r in scored),
-                             mean_reward=_mean(r.reward for r in scored), infra_errors=len(group) - len(scored)))
+                             mean_reward=mean(r.reward for r in scored), infra_errors=len(group) - len(scored)))
     return out
 
 
@@ -153,7 +159,7 @@ def _pass_at_k(tasks: list[TaskScore], samples: int) -> dict[str, float]:
     for k in ks_for(samples):
         eligible = [t for t in tasks if t.samples >= k]
         if eligible:
-            out[str(k)] = _mean(pass_at_k(t.samples, t.successes, k) for t in eligible)
+            out[str(k)] = sum(pass_at_k(t.samples, t.successes, k) for t in eligible) / len(eligible)
     return out
 
 
@@ -164,6 +170,6 @@ def _breakdown(records: list[EpisodeRecord], key: Callable[[EpisodeRecord], str]
     out = []
     for name, group in sorted(groups.items(), key=lambda item: (LEVELS.get(item[0], len(LEVELS)), item[0])):
         scored = [r for r in group if r.scored]
-        out.append(Breakdown(name=name, episodes=len(scored), success_rate=_mean(r.success for r in scored),
-                             mean_reward=_mean(r.reward for r in scored), infra_errors=len(group) - len(scored)))
+        out.append(Breakdown(name=name, episodes=len(scored), success_rate=mean(r.success for r in scored),
+                             mean_reward=mean(r.reward for r in scored), infra_errors=len(group) - len(scored)))
     return out

@@ -41,6 +41,22 @@ def test_eval_json_last_line_and_result_file(tmp_path):
     assert "success" in done.stdout and "FrozenLake" in done.stdout  # the table
 
 
+def test_eval_that_scored_nothing_says_so_shows_the_first_traceback_and_exits_3(tmp_path):
+    root = str(Path(__file__).parents[2])
+    done = agentgym("eval", "tests.fixtures_registering:test/ToolCrashes-v0", "--policy", "oracle", "--episodes", "3",
+                    "--out", str(tmp_path), "--json", env={"PYTHONPATH": root})
+    assert done.returncode == 3, done.stderr
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (summary["scored"], summary["infra_errors"]) == (0, 3)
+    assert summary["success_rate"] is None and summary["mean_reward"] is None
+    assert "oracle: success n/a — no episode was scored" in done.stdout
+    assert re.search(r"test/ToolCrashes-v0\s+│ 0\s+│ n/a\s+│ n/a\s+│ 3", done.stdout), done.stdout
+    assert 'in boom\n    raise RuntimeError("container died")\nRuntimeError: container died\n' in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("agentgym: no episode was scored: all 3 were lost")
+    report = (tmp_path / "report.md").read_text()
+    assert "| success | n/a — no episode was scored |" in report and 'raise RuntimeError("container died")' in report
+
+
 def test_check_a_family_passes():
     done = agentgym("check", "--family", "games", "--episodes", "2")
     assert done.returncode == 0, done.stdout + done.stderr

@@ -46,12 +46,21 @@ def test_infrastructure_errors_and_timeouts_are_errors_not_scores(registered_cou
     assert [t.task.seed for t in result.trajectories] == list(range(9))
     assert "container died" in by_seed[0].error and by_seed[0].status == "error"
     assert by_seed[0].info["error_cause"] == "env:RuntimeError"
+    assert by_seed[0].error_traceback.endswith('in boom\n    raise RuntimeError("container died")\nRuntimeError: container died\n')
     assert "turn timed out" in by_seed[1].error and by_seed[1].info["error_cause"] == "timeout:turn"
+    assert by_seed[1].error_traceback is None  # a time limit is not raised anywhere worth showing
     metrics = result.metrics
     assert metrics.retried == 6 and metrics.errored == 12 and metrics.finished == 3 and metrics.accounted
     assert by_seed[2].status == "ok" and by_seed[2].success
     summary = result.summary
     assert summary.infra_errors == 6 and summary.episodes == 9 and summary.success_rate == 1.0
+
+
+def test_an_evaluation_that_scored_nothing_has_no_success_rate(registered_counter):
+    tasks = TaskSet([agentgym.Task(env_id="test/Counter-v0", seed=seed) for seed in (0, 3)])  # Crashy's boom seeds
+    summary = asyncio.run(agentgym.evaluate("test/Counter-v0", Crashy(), tasks, max_retries=0)).summary
+    assert (summary.episodes, summary.infra_errors) == (2, 2)
+    assert summary.success_rate is None and summary.mean_reward is None and summary.mean_turns is None
 
 
 def test_random_is_reproducible_at_any_concurrency(registered_counter):

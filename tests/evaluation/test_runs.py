@@ -11,9 +11,10 @@ import pytest
 
 import agentgym
 from agentgym import OraclePolicy, RandomPolicy
+from agentgym.evaluation.leaderboard import write_leaderboard
 from agentgym.evaluation.records import RunFolder, RunSpec, tasks_digest
 from agentgym.evaluation.run import ResumeMismatch, run_evaluation
-from agentgym.suites import load_suite
+from agentgym.suites import load_suite, write_suite
 from agentgym.tasks import TaskSet
 from tests.conftest import CounterEnv
 
@@ -37,6 +38,22 @@ class FlakyCounter(CounterEnv):
 def flaky_env():
     ATTEMPTS.clear()
     spec = agentgym.register("test/Flaky-v0", "tests.evaluation.test_runs:FlakyCounter")
+    yield spec.id
+    from agentgym import registration
+
+    registration._registry.pop(spec.id, None)
+
+
+class NeverStarts(CounterEnv):
+    """CounterEnv whose every reset fails."""
+
+    def setup(self, difficulty, options):
+        raise RuntimeError("sandbox image missing")
+
+
+@pytest.fixture
+def never_starts():
+    spec = agentgym.register("test/NeverStarts-v0", "tests.evaluation.test_runs:NeverStarts")
     yield spec.id
     from agentgym import registration
 
@@ -144,3 +161,29 @@ def test_the_report_holds_summary_breakdowns_plot_and_transcripts(tmp_path):
     assert page.startswith("<!doctype html>") and "<details><summary>games/" in page and "<img src='scores.png'" in page
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["episodes"] == 24 and len(summary["per_task"]) == 12
+
+
+def test_an_evaluation_that_scored_nothing_has_no_success_rate_and_shows_the_first_traceback(never_starts, tmp_path):
+    tasks = list(TaskSet.generate(never_starts, 4, split="test", difficulties=("easy", "hard")))
+    suite = write_suite(tmp_path / "suites" / "never-v0", "never-v0", "Episodes that never start.", TaskSet(tasks))
+    (suite.folder / "README.md").write_text("<!-- scores: test split -->\n<!-- /scores -->\n")
+    run = tmp_path / "runs" / "oracle"
+    spec = _spec(tasks, agent="oracle", max_retries=1, suite=suite.name, suite_sha256=suite.sha256)
+    scores = asyncio.run(run_evaluation(spec, tasks, OraclePolicy(), run))
+    assert (scores.scored, scores.infra_errors, scores.infra_retried) == (0, 4, 4)
+    assert scores.success_rate is None and scores.mean_reward is None and scores.mean_turns is None
+    assert [(b.name, b.success_rate) for b in scores.by_difficulty] == [("easy", None), ("hard", None)]
+    assert all(t.samples == 0 and t.mean_reward is None for t in scores.per_task)
+    assert json.loads((run / "summary.json").read_text())["success_rate"] is None
+    first = RunFolder(run).first_traceback()
+    assert first.key == f"{tasks[0].id}#0" and first.attempt == 1
+    assert first.traceback.endswith('in setup\n    raise RuntimeError("sandbox image missing")\nRuntimeError: sandbox image missing\n')
+    report = (run / "report.md").read_text()
+    assert "| success | n/a — no episode was scored |" in report and "| easy | 0 | n/a | n/a | 2 |" in report
+    assert f"The first traceback: {first.key}, attempt 1 (reset:RuntimeError)" in report
+    assert 'raise RuntimeError("sandbox image missing")' in report
+    # the leaderboard leaves the run out of the suite it played rather than failing on its missing rate
+    write_leaderboard(tmp_path / "runs", tmp_path / "leaderboard.md", tmp_path / "suites")
+    board = (tmp_path / "leaderboard.md").read_text()
+    assert "| oracle | – |" in board and "0 episodes scored, 4 lost to infrastructure" in board
+    assert "No recorded run covers this suite yet." in (suite.folder / "README.md").read_text()
