@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import threading
@@ -28,6 +29,8 @@ API_TIMEOUT = 60
 """Seconds of the client's ordinary API calls (builds and imports have none)."""
 POOL_SIZE = 64
 """Connections the shared client keeps open (each running command holds one)."""
+PROBE_TIMEOUT = 5.0
+"""Seconds a probe of whether the engine answers may take."""
 
 _client: docker.DockerClient | None = None
 _client_lock = threading.Lock()
@@ -96,11 +99,19 @@ def client() -> docker.DockerClient:
     with _client_lock:
         if _client is None:
             try:
-                _client = docker.from_env(timeout=API_TIMEOUT, max_pool_size=POOL_SIZE)
-            except docker.errors.DockerException as exc:
+                _client = _from_env(docker, timeout=API_TIMEOUT, max_pool_size=POOL_SIZE)
+            except (docker.errors.DockerException, OSError) as exc:
                 raise SandboxUnavailable(f"no Docker engine answers ({exc}); start dockerd, or run "
                                          "`agentgym sandbox build`, which starts it") from exc
         return _client
+
+
+def ping(docker_client: docker.DockerClient) -> None:
+    """Ping the engine ``docker_client`` speaks to; raises ``docker.errors.DockerException`` or
+    :class:`OSError` when it does not answer."""
+    adapter = docker_client.api.get_adapter(docker_client.api.base_url)
+    _check_socket(getattr(adapter, "socket_path", None))
+    docker_client.ping()
 
 
 def _drop_client() -> None:
@@ -115,13 +126,36 @@ def _drop_client() -> None:
 
 def _answers(docker: ModuleType) -> bool:
     try:
-        probe = docker.from_env(timeout=5)
+        probe = _from_env(docker, timeout=PROBE_TIMEOUT)
         try:
-            return bool(probe.ping())
+            ping(probe)
         finally:
             probe.close()
     except (docker.errors.DockerException, OSError):
         return False
+    return True
+
+
+def _from_env(docker: ModuleType, **options: object) -> docker.DockerClient:
+    """``docker.from_env(**options)``, which asks the engine its API version at once, after checking that the
+    engine's unix socket (``DOCKER_HOST`` or the default) accepts a connection."""
+    address = docker.utils.parse_host(os.environ.get("DOCKER_HOST"))
+    _check_socket(address.removeprefix("http+unix://") if address.startswith("http+unix://") else None)
+    return docker.from_env(**options)
+
+
+def _check_socket(path: str | None) -> None:
+    """Raise :class:`ConnectionError` unless the unix socket ``path`` (None: not a unix socket) accepts a
+    connection. docker-py leaves its own socket unclosed when such a connect fails (a ResourceWarning,
+    docker/docker-py#3356), so a refusing engine is found out here first, on a socket that is closed again."""
+    if path is None:
+        return
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(PROBE_TIMEOUT)
+        try:
+            probe.connect(path)
+        except OSError as exc:
+            raise ConnectionError(f"cannot connect to the Docker engine at {path}: {exc}") from exc
 
 
 def docker_module() -> ModuleType:

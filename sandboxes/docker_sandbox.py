@@ -45,7 +45,7 @@ from agentgym.sandboxes.base import (
     owner_alive,
     timed_argv,
 )
-from agentgym.sandboxes.docker_engine import client, docker_module
+from agentgym.sandboxes.docker_engine import client, docker_module, ping
 from agentgym.sandboxes.errors import SandboxDied, SandboxError, SandboxStartError, SandboxUnavailable
 from agentgym.sandboxes.images import image_tag, is_defined
 
@@ -233,7 +233,7 @@ def check(spec: SandboxSpec | None = None) -> None:
     image is present."""
     docker = client()
     try:
-        docker.ping()
+        ping(docker)
     except (docker_module().errors.DockerException, OSError) as exc:  # requests' errors are OSErrors
         raise SandboxUnavailable(f"the Docker engine stopped answering ({exc}); start dockerd, or run "
                                  "`agentgym sandbox build`, which starts it") from exc

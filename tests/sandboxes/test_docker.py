@@ -4,12 +4,14 @@ reachable from the host, and a container that dies under a sandbox is reported a
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import re
 import shutil
 import socket
 import time
 import urllib.request
+import warnings
 
 import pytest
 
@@ -226,3 +228,28 @@ def test_an_engine_that_stopped_answering_makes_docker_unavailable_and_auto_pass
         assert choose_backend("auto", SandboxSpec()) != "docker"
     except SandboxUnavailable as exc:
         assert "docker: the Docker engine stopped answering" in str(exc)
+
+
+@pytest.mark.parametrize("address", ["missing", "refusing"])
+def test_probing_an_engine_that_is_not_there_leaves_no_socket_open(tmp_path, monkeypatch, address):
+    import docker
+
+    from agentgym.sandboxes import SandboxSpec, backend_module, docker_engine
+
+    path = tmp_path / "docker.sock"
+    if address == "refusing":  # the socket file of a dockerd that was killed: nothing listens on it
+        with socket.socket(socket.AF_UNIX) as left:
+            left.bind(str(path))
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{path}")
+    monkeypatch.setattr(docker_engine, "_client", None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        assert not docker_engine._answers(docker)
+        with pytest.raises(SandboxUnavailable, match="no Docker engine answers"):
+            client()
+        gone = docker.DockerClient(base_url=f"unix://{path}", version="1.41")
+        monkeypatch.setattr(docker_engine, "_client", gone)
+        with pytest.raises(SandboxUnavailable, match="stopped answering"):
+            backend_module("docker").check(SandboxSpec())
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
