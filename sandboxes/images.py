@@ -3,18 +3,25 @@
 
 Definitions live in ``images/<name>/`` (a ``Dockerfile`` plus its files). Every image is tagged
 ``agentgym/<name>:<content hash>`` (the hash of its definition, its parent's tag and any host file it
-copies) and ``agentgym/<name>:latest``, so an unchanged definition is never rebuilt.
+copies) and ``agentgym/<name>:latest``, so an unchanged definition is never rebuilt. Builders of one image
+take turns through a file lock under :data:`CACHE` (the second finds it built and skips), and a build that
+fails, is interrupted or is terminated leaves no Debian root behind.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
-from collections.abc import Iterable
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from agentgym.sandboxes.base import LABEL
@@ -33,7 +40,10 @@ HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 HOST_FILES = {BASE: {"ca-certificates.crt": HOST_CA_BUNDLE}}
 """Host files copied into an image's build context (and hashed into its tag), by image name."""
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agentgym"
-"""Where the debootstrap root tarballs are kept, one per recipe."""
+"""Where the debootstrap root tarballs (one per recipe), the build locks and the roots being made are kept."""
+LOCK_TIMEOUT = 3600.0
+"""Seconds a builder waits for another process's build of the same image before it gives up."""
+WORKSPACE_PREFIX = "agentgym-rootfs-"
 HASH_LENGTH = 12
 _FROM = re.compile(rf"^(FROM\s+){REPOSITORY}/([a-z0-9][a-z0-9_.-]*)\s*$", re.IGNORECASE | re.MULTILINE)
 
@@ -93,10 +103,11 @@ def build_images(names: Iterable[str] | None = None, *, force: bool = False) -> 
     if unknown:
         raise SandboxUnavailable(f"no image definition for {', '.join(unknown)}; defined: {', '.join(known)}")
     built: dict[str, str] = {}
-    for name in known:
-        needed = name in wanted or any(_depends_on(other, name) for other in wanted)
-        if needed:
-            built[name] = _build(name, force=force and name in wanted)
+    with _terminate_as_exit():
+        for name in known:
+            needed = name in wanted or any(_depends_on(other, name) for other in wanted)
+            if needed:
+                built[name] = _build(name, force=force and name in wanted)
     return {name: built[name] for name in wanted}
 
 
@@ -138,8 +149,11 @@ def debian_mirror() -> str:
 
 def _build(name: str, *, force: bool) -> str:
     tag = content_tag(name)
-    if _present(tag) and not force:
-        return tag
+    _once(name, lambda: not force and _present(tag), lambda _: _docker_build(name, tag, force=force))
+    return tag
+
+
+def _docker_build(name: str, tag: str, *, force: bool) -> None:
     parent = _parent(name, DEFINITIONS)
     parent_tag = _import_rootfs(force=force) if parent == ROOTFS else content_tag(parent)
     with tempfile.TemporaryDirectory(prefix=f"agentgym-build-{name}-") as context:
@@ -155,14 +169,15 @@ def _build(name: str, *, force: bool) -> str:
             log = "".join(str(e.get("stream", e.get("error", ""))) for e in getattr(exc, "build_log", []))
             raise SandboxError(f"building {tag} failed: {exc}\n{log[-2000:]}") from exc
     image.tag(f"{REPOSITORY}/{name}", "latest")
-    return tag
 
 
 def _import_rootfs(*, force: bool) -> str:
     tag = rootfs_tag()
-    if _present(tag) and not force:
-        return tag
-    tarball = _rootfs_tarball()
+    _once(ROOTFS, lambda: not force and _present(tag), lambda lock: _import(_rootfs_tarball(lock), tag))
+    return tag
+
+
+def _import(tarball: Path, tag: str) -> None:
     repository, _, version = tag.partition(":")
     try:
         answer = client().api.import_image(src=str(tarball), repository=repository, tag=version,
@@ -171,11 +186,14 @@ def _import_rootfs(*, force: bool) -> str:
         raise SandboxError(f"importing {tarball} as {tag} failed: {exc}") from exc
     if not _present(tag):
         raise SandboxError(f"importing {tarball} as {tag} failed: {answer}")
-    return tag
 
 
-def _rootfs_tarball() -> Path:
-    """The cached tarball of the debootstrap root for the current recipe, made when missing."""
+def _rootfs_tarball(lock: int) -> Path:
+    """The cached tarball of the debootstrap root for the current recipe, made when missing. Called holding
+    the :data:`ROOTFS` build lock ``lock``, which debootstrap's processes inherit: a root found while holding
+    it was left by a build that died, and is removed."""
+    for stale in CACHE.glob(f"{WORKSPACE_PREFIX}*"):
+        _remove_workspace(stale)
     tarball = CACHE / f"rootfs-{rootfs_tag().partition(':')[2]}.tar"
     if tarball.is_file():
         return tarball
@@ -184,15 +202,12 @@ def _rootfs_tarball() -> Path:
         raise SandboxUnavailable("building agentgym/base needs debootstrap: apt-get install -y debootstrap")
     if os.geteuid() != 0:
         raise SandboxUnavailable("building agentgym/base runs debootstrap, which needs root")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    workspace = Path(tempfile.mkdtemp(prefix="agentgym-rootfs-", dir=CACHE))
+    workspace = Path(tempfile.mkdtemp(prefix=WORKSPACE_PREFIX, dir=CACHE))
     root = workspace / "root"
     try:
-        run = subprocess.run([debootstrap, *rootfs_recipe(), str(root), debian_mirror()],
-                             check=False, capture_output=True, text=True)
-        if run.returncode != 0:
-            output = run.stderr or run.stdout
-            raise SandboxError(f"debootstrap failed (exit {run.returncode}): {output[-2000:]}")
+        returncode, output = _run_group([debootstrap, *rootfs_recipe(), str(root), debian_mirror()], lock)
+        if returncode != 0:
+            raise SandboxError(f"debootstrap failed (exit {returncode}): {output[-2000:]}")
         partial = workspace / "rootfs.tar"
         excluded = ["--exclude=./var/cache/apt/archives/*.deb", "--exclude=./var/lib/apt/lists/*"]
         packed = subprocess.run(["tar", "-C", str(root), "--numeric-owner", *excluded, "-cf", str(partial),
@@ -201,19 +216,90 @@ def _rootfs_tarball() -> Path:
             raise SandboxError(f"packing the debootstrap root failed: {packed.stderr[-2000:]}")
         partial.rename(tarball)
     finally:
-        _unmount_under(root)
-        shutil.rmtree(workspace, ignore_errors=True)
+        _remove_workspace(workspace)
     return tarball
 
 
-def _unmount_under(root: Path) -> None:
-    """Lazily unmount whatever a failed debootstrap left mounted inside ``root`` (deepest first), so that
-    removing ``root`` never reaches into the host's ``/proc`` or ``/sys``."""
-    prefix = str(root.resolve()) + "/"
+def _run_group(argv: list[str], lock: int) -> tuple[int, str]:
+    """Run ``argv`` in a process group of its own that inherits ``lock``; returns its exit status and its
+    output (stdout and stderr). When waiting is interrupted (an exception, Ctrl-C, SIGTERM under
+    :func:`_terminate_as_exit`) the whole group is killed first, so nothing goes on writing into the root."""
+    with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, start_new_session=True, pass_fds=(lock,)) as process:
+        try:
+            output, _ = process.communicate()
+        except BaseException:
+            with suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            raise
+    return process.returncode, output
+
+
+def _remove_workspace(workspace: Path) -> None:
+    """Remove a root being made, after lazily unmounting whatever debootstrap mounted inside it (deepest
+    first), so that the removal never reaches into the host's ``/proc`` or ``/sys``."""
+    prefix = str(workspace.resolve()) + "/"
     with open("/proc/mounts") as mounts:
         points = [line.split()[1] for line in mounts if line.split()[1].startswith(prefix)]
     for point in sorted(points, key=len, reverse=True):
         subprocess.run(["umount", "-l", point], check=False)
+    shutil.rmtree(workspace, ignore_errors=True)
+
+
+# -- turns and interruptions ------------------------------------------------------------------------
+
+
+def _once(name: str, built: Callable[[], bool], build: Callable[[int], object]) -> None:
+    """Run ``build`` unless ``built()``, holding the build lock of image ``name``: a concurrent builder of it
+    waits, then finds it built and skips. ``build`` gets the lock's descriptor, for child processes that must
+    hold the lock for as long as they run."""
+    if built():
+        return
+    with _build_lock(name) as lock:
+        if not built():
+            build(lock)
+
+
+@contextmanager
+def _build_lock(name: str) -> Iterator[int]:
+    """Hold the lock file ``CACHE/locks/<name>.lock`` (``flock``: freed when every process holding it is
+    gone, however it ended), waiting up to :data:`LOCK_TIMEOUT` seconds for the builder that holds it."""
+    path = CACHE / "locks" / f"{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + LOCK_TIMEOUT
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise SandboxError(f"another build of {REPOSITORY}/{name} has held {path} for over "
+                                       f"{LOCK_TIMEOUT:g} s; wait for it or stop it") from None
+                time.sleep(0.5)
+        yield lock
+    finally:
+        os.close(lock)
+
+
+@contextmanager
+def _terminate_as_exit() -> Iterator[None]:
+    """While images build, SIGTERM (a timeout, a cancelled job) raises :class:`SystemExit` so that the cleanup
+    of an unfinished build runs; only where SIGTERM still has its default action, in the main thread."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+        yield
+        return
+
+    def exit_(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, exit_)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 # -- definitions ------------------------------------------------------------------------------------
