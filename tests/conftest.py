@@ -107,17 +107,23 @@ def chromium(request: pytest.FixtureRequest) -> None:
 @contextlib.contextmanager
 def docker_with_images() -> Iterator[Any]:
     """A Docker engine that answers, with agentgym's images built: started here when none runs (and stopped on
-    leaving), the test skipped with the reason when there is none to start."""
+    leaving), the test skipped with the reason when there is none to start or an image is not built. Nothing
+    is built here: a first build takes minutes, longer than a test may, so ``scripts/test.sh`` builds the
+    images before the tests (``scripts/build_sandbox_images.py``, or ``agentgym sandbox build``)."""
     from agentgym.sandboxes import SandboxUnavailable
     from agentgym.sandboxes.docker_engine import ensure_engine
-    from agentgym.sandboxes.images import build_images
+    from agentgym.sandboxes.images import image_names, image_tag
 
     try:
         engine = ensure_engine()
     except SandboxUnavailable as exc:
         pytest.skip(str(exc))
     try:
-        build_images()
+        try:
+            for name in image_names():
+                image_tag(name)
+        except SandboxUnavailable as exc:
+            pytest.skip(str(exc))
         yield engine
     finally:
         engine.stop()

@@ -1,6 +1,6 @@
 """gui/Desktop*-v0: task generators and checks on the host, then whole episodes on the X desktop in docker
-sandboxes (the session's ``docker_engine`` builds the agentgym/desktop image on first use, then finds it by its
-content hash)."""
+sandboxes (the module's ``docker_engine`` finds the agentgym/desktop image by its content hash; it is built
+before the tests, and these tests skip until it is)."""
 
 from __future__ import annotations
 
