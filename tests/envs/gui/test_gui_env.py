@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import io
 
 import psutil
@@ -43,7 +44,30 @@ PAGE = """<!doctype html><html><body style="margin:0;font:14px sans-serif">
 
 
 def _chromium_children() -> list[psutil.Process]:
-    return [p for p in psutil.Process().children(recursive=True) if "chrom" in p.name()]
+    """The Chromium processes under this one, leaving out those that exit while they are listed."""
+    found = []
+    for process in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if "chrom" in process.name():
+                found.append(process)
+    return found
+
+
+def _kill_chromium() -> None:
+    """Kill every Chromium process under this one (there must be one); a helper that is gone by its turn,
+    ended with the browser killed before it, counts as killed."""
+    processes = _chromium_children()
+    assert processes, "no Chromium runs here to kill"
+    for process in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+
+
+def _running(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def test_the_element_list_shows_roles_names_states_and_centres_of_what_is_visible(loop):
@@ -196,8 +220,7 @@ def test_a_killed_browser_is_an_infrastructure_error_and_the_next_episode_runs(l
 
         class KillingPolicy(OraclePolicy):
             async def act(self, env, messages, rng):
-                for process in _chromium_children():
-                    process.kill()
+                _kill_chromium()
                 await asyncio.sleep(0.5)
                 return await super().act(env, messages, rng)
 
@@ -211,8 +234,7 @@ def test_a_killed_browser_is_an_infrastructure_error_and_the_next_episode_runs(l
             )
             assert after.status == "ok" and after.reward == 1.0, after.error
             await env.areset(seed=3)
-            for process in _chromium_children():
-                process.kill()
+            _kill_chromium()
             await asyncio.sleep(0.5)
             with pytest.raises(BrowserCrashed):
                 await env.astep(env.format_call("click", x=100, y=100))
@@ -284,5 +306,5 @@ def test_no_browser_is_left_running_after_the_environment_closes():
     } - running  # the synchronous API runs its own loop and Chromium
     env.close()
     assert not [
-        p for p in _chromium_children() if p.pid not in running and p.status() != psutil.STATUS_ZOMBIE
+        p for p in _chromium_children() if p.pid not in running and _running(p)
     ]
