@@ -48,12 +48,14 @@ async def run_episode(
     env: Env, policy: Policy, task: Task, *, seed: int | tuple[int, ...] = 0, timeouts: Timeouts | None = None
 ) -> Trajectory:
     """Play ``task`` to the end and return its trajectory; never raises for a failed episode (only
-    cancellation propagates). The policy's randomness is seeded by ``seed`` and the task's seed."""
+    cancellation propagates). The policy's randomness is seeded by ``seed`` and the task's seed, which
+    ``info["seed"]`` records."""
     timeouts = timeouts or Timeouts()
     trajectory = Trajectory(env_id=task.env_id, task=task)
     env.tool_timeout = timeouts.tool
-    seeds = seed if isinstance(seed, tuple) else (seed,)
-    session = policy.start(env, np.random.default_rng([*seeds, task.seed]))
+    seeds = [*(seed if isinstance(seed, tuple) else (seed,)), task.seed]
+    trajectory.info["seed"] = seeds
+    session = policy.start(env, np.random.default_rng(seeds))
     episode = _Episode(env, session, trajectory, timeouts)
     started = time.perf_counter()
     watchdog = _Watchdog(timeouts)

@@ -25,8 +25,8 @@ LATEST = "latest"
 
 @dataclass
 class DataPosition:
-    """Which train tasks (by position) have been trained on: every position below ``low`` and those in
-    ``done`` above it. Groups finish out of order, so the set has holes while rollout runs ahead."""
+    """Which train tasks (by position) have been consumed (trained on, or skipped as failed): every
+    position below ``low`` and those in ``done`` above it; the holes between them are :meth:`pending`."""
 
     low: int = 0
     done: set[int] = field(default_factory=set)

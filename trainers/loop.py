@@ -5,6 +5,17 @@ new ones only within ``async_ratio`` versions of the weights, AReaL's rule), and
 ``groups_per_step`` complete groups, trains one step, and sends the new weights to the engine, whose
 version then increases. ``async_ratio: 0`` is the synchronous on-policy baseline on this same path: the
 rollout waits for each update and the trainer for each full batch.
+
+Train tasks are numbered by position (task seed ``env.seed_start + position``) and handed out in order,
+and the trainer takes groups in that order, not in the order they finish: step ``s`` trains on the next
+``groups_per_step`` complete groups after those of step ``s - 1``, skipping (and counting as done) any
+group that failed on infrastructure. An episode's seeds depend only on the run's seed, its task's
+position and its attempt within the group (``info["seed"]``). So a run resumed from step ``k``'s
+checkpoint trains at every later step on the same tasks, in the same order and with the same episode
+seeds as the run that went on: the checkpoint's :class:`DataPosition` is the only state they depend on,
+and episodes in flight when it was taken are played again from their start. Their tokens may differ,
+sampled by other weight versions, as may the attempts a group keeps where an episode failed on
+infrastructure or ``redundancy`` started spares; both depend on timing in any asynchronous run.
 """
 
 from __future__ import annotations
@@ -13,7 +24,7 @@ import itertools
 import json
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +47,8 @@ from agentgym.rollout.background import BackgroundLoop
 from agentgym.rollout.config import RolloutConfig
 from agentgym.rollout.iterate import drain
 from agentgym.rollout.lm_policy import LMPolicy
-from agentgym.rollout.scheduler import RolloutScheduler
+from agentgym.rollout.scheduler import RolloutScheduler, group_id
+from agentgym.rollout.stream import TrajectoryStream
 from agentgym.suites import load_suite
 from agentgym.tasks import Task, TaskSet
 from agentgym.trainers.batch import collate
@@ -58,7 +70,10 @@ from agentgym.trajectory import Trajectory
 CONFIG_FILE = "config.yaml"
 CURVES_FILE = "curves.png"
 BATCHES_FILE = "batches.jsonl"
-"""One line per step: the train task positions it consumed (so no group is lost or doubled on resume)."""
+"""One line per step: the train task positions it consumed, trained on (``tasks``) or skipped as failed
+(``failed``), so no group is lost or doubled on resume, and the seeds of its episodes (``info["seed"]``)."""
+_Closed = tuple[int, list[Trajectory] | None]
+"""A closed group of train tasks: its position and kept members, ``None`` where it failed."""
 
 
 @dataclass(frozen=True)
@@ -85,7 +100,8 @@ def train(config: TrainConfig, *, console: Console | None = None) -> TrainResult
 
 
 def resume(run_dir: str | Path, *, console: Console | None = None) -> TrainResult:
-    """Continue the run in ``run_dir`` from its latest checkpoint (same step, optimizer state, RNG and data)."""
+    """Continue the run in ``run_dir`` from its latest checkpoint (same step, optimizer state, RNG and data):
+    every later step trains on the tasks and episode seeds the run would have had unstopped (module docstring)."""
     run_dir = Path(run_dir)
     if not (run_dir / CONFIG_FILE).is_file():
         raise AgentGymError(f"{run_dir} holds no run ({CONFIG_FILE} is missing)")
@@ -182,24 +198,23 @@ class _Run:
             seed=trainer.seed,
             timeouts=trainer.timeouts,
         )
-        positions: list[int] = []
         scheduler = RolloutScheduler(config.env.id, self._policy(engine), rollout_config,
                                      env_kwargs=config.env.kwargs, engine=engine)
         with TrainProgress(trainer.steps, self.step, console=self.console) as progress:
             if self.step == 0:
                 self._evaluate(background, engine, log, progress)
-            rollout = background.submit(scheduler.run(self._tasks(positions)))
-            groups = scheduler.stream.groups()
+            rollout = background.submit(scheduler.run(map(self._task, self._order()), indices=self._order()))
+            groups = _in_order(scheduler.stream, self._order())
             try:
                 while self.step < trainer.steps:
                     step_started = time.perf_counter()
-                    batch = [self._next_group(background, groups, rollout) for _ in range(trainer.groups_per_step)]
+                    batch, failed = self._next_batch(background, groups, rollout)
                     waited = time.perf_counter() - step_started
                     metrics = self._learn(batch)
                     background.run(engine.update_weights(self.learner.model.state_dict(), version=self.learner.version))
                     background.call(scheduler.notify)
                     self.step = self.learner.version
-                    self._consume(batch, positions)
+                    self._consume(batch, failed)
                     metrics.update(scheduler.metrics.log_dict())
                     seconds = time.perf_counter() - step_started
                     metrics["time/step_seconds"] = seconds
@@ -216,21 +231,33 @@ class _Run:
                 background.run(drain(scheduler))
                 rollout.result()
 
-    def _tasks(self, positions: list[int]) -> Iterator[Task]:
-        """Train tasks by position: first those handed out but never trained on, then new ones."""
-        env = self.config.env
-        for position in itertools.chain(self.data.pending(), itertools.count(self.data.next)):
-            positions.append(position)
-            difficulty = env.difficulties[position % len(env.difficulties)]
-            yield TaskSet.generate(env.id, 1, split="train", start=env.seed_start + position,
-                                   difficulties=[difficulty])[0]
+    def _order(self) -> Iterator[int]:
+        """Train task positions in the order they are handed out: first those a checkpoint left pending
+        (handed out but never consumed), then new ones."""
+        return itertools.chain(self.data.pending(), itertools.count(self.data.next))
 
-    def _next_group(self, background: BackgroundLoop, groups: Any, rollout: Any) -> list[Trajectory]:
-        try:
-            return background.run(anext(groups))
-        except StopAsyncIteration:
-            rollout.result()
-            raise AgentGymError("the rollout ended before training did (every task group failed?)") from None
+    def _task(self, position: int) -> Task:
+        env = self.config.env
+        difficulty = env.difficulties[position % len(env.difficulties)]
+        return TaskSet.generate(env.id, 1, split="train", start=env.seed_start + position,
+                                difficulties=[difficulty])[0]
+
+    def _next_batch(self, background: BackgroundLoop, groups: AsyncIterator[_Closed], rollout: Any
+                    ) -> tuple[list[list[Trajectory]], list[int]]:
+        """The next ``groups_per_step`` complete groups in order, and the positions of failed ones passed."""
+        batch: list[list[Trajectory]] = []
+        failed: list[int] = []
+        while len(batch) < self.config.trainer.groups_per_step:
+            try:
+                position, members = background.run(anext(groups))
+            except StopAsyncIteration:
+                rollout.result()
+                raise AgentGymError("the rollout ended before training did (every task group failed?)") from None
+            if members is None:
+                failed.append(position)
+            else:
+                batch.append(members)
+        return batch, failed
 
     def _learn(self, groups: list[list[Trajectory]]) -> dict[str, float]:
         """Advantages per group, one optimizer step on the groups that carry signal, and the batch's metrics."""
@@ -254,12 +281,13 @@ class _Run:
         pad = self.tokenizer.pad_token_id
         return pad if pad is not None else self.tokenizer.eos_token_id
 
-    def _consume(self, groups: list[list[Trajectory]], positions: list[int]) -> None:
-        consumed = [positions[group[0].info["group"]["index"]] for group in groups]
-        for position in consumed:
+    def _consume(self, groups: list[list[Trajectory]], failed: list[int]) -> None:
+        trained = [group[0].info["group"]["index"] for group in groups]
+        for position in [*trained, *failed]:
             self.data.consume(position)
+        seeds = sorted(t.info["seed"] for group in groups for t in group)
         with (self.run_dir / BATCHES_FILE).open("a") as f:
-            f.write(json.dumps({"step": self.step, "tasks": consumed}) + "\n")
+            f.write(json.dumps({"step": self.step, "tasks": trained, "failed": failed, "seeds": seeds}) + "\n")
 
     def _due(self, every: int) -> bool:
         return self.step == self.config.trainer.steps or (every > 0 and self.step % every == 0)
@@ -312,6 +340,18 @@ class _Run:
                              scheduler=learner.scheduler.state_dict(), data=self.data, rng=rng_state())
         with quiet_progress_bars():
             save_checkpoint(self.run_dir, learner.model, self.tokenizer, state, keep=self.config.checkpoint.keep)
+
+
+async def _in_order(stream: TrajectoryStream, order: Iterator[int]) -> AsyncIterator[_Closed]:
+    """Every group of ``stream`` once closed, in the ``order`` of the task positions it was handed out in
+    (not the order groups finish in)."""
+    closed: dict[str, list[Trajectory] | None] = {}
+    position = next(order)
+    async for group in stream.closed_groups():
+        closed[group.id] = group.members if group.complete else None
+        while group_id(position) in closed:
+            yield position, closed.pop(group_id(position))
+            position = next(order)
 
 
 def _batch_metrics(trajectories: list[Trajectory], version: int) -> dict[str, float]:

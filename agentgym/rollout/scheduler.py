@@ -31,6 +31,11 @@ from agentgym.trajectory import Trajectory
 Outcome = Literal["kept", "error", "dropped", "surplus"]
 
 
+def group_id(index: int) -> str:
+    """The id in the stream of the group of the task with ``index``."""
+    return f"g{index}"
+
+
 @dataclass
 class GroupResult:
     """A task's group once it is closed: the kept trajectories and the errored attempts."""
@@ -42,7 +47,7 @@ class GroupResult:
 
     @property
     def id(self) -> str:
-        return f"g{self.index}"
+        return group_id(self.index)
 
 
 @dataclass

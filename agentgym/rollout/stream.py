@@ -3,7 +3,7 @@
 Producers wait when it is full (backpressure). Consumers read single trajectories as they finish
 (``async for``/:meth:`get`) or whole groups (:meth:`groups`): a group is yielded once the scheduler
 has closed it with all of its kept members; infrastructure-error trajectories are delivered to
-single readers but never enter a group.
+single readers but never enter a group. :meth:`closed_groups` also yields the groups that failed.
 """
 
 from __future__ import annotations
@@ -18,6 +18,15 @@ from agentgym.trajectory import Trajectory
 @dataclass(frozen=True)
 class _GroupEnd:
     group_id: str
+    complete: bool
+
+
+@dataclass(frozen=True)
+class ClosedGroup:
+    """A group the scheduler has closed: its id, its kept members, and whether it got all of them."""
+
+    id: str
+    members: list[Trajectory]
     complete: bool
 
 
@@ -65,14 +74,18 @@ class TrajectoryStream:
 
     async def groups(self) -> AsyncIterator[list[Trajectory]]:
         """Complete groups of kept trajectories, each once all its members have finished."""
+        async for group in self.closed_groups():
+            if group.complete and group.members:
+                yield group.members
+
+    async def closed_groups(self) -> AsyncIterator[ClosedGroup]:
+        """Every group as the scheduler closes it, complete or not."""
         while (item := await self._next()) is not None:
             if isinstance(item, Trajectory):
                 if item.status != "error":
                     self._pending.setdefault(item.info["group"]["id"], []).append(item)
             else:
-                members = self._pending.pop(item.group_id, [])
-                if item.complete and members:
-                    yield members
+                yield ClosedGroup(item.group_id, self._pending.pop(item.group_id, []), item.complete)
 
     async def get_batch(self, size: int) -> list[Trajectory]:
         """``size`` trajectories (fewer only if the stream closes first)."""

@@ -7,6 +7,7 @@ import io
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from agentgym.config import load_config
 from agentgym.metrics_log import read_metrics
 from agentgym.suites import write_suite
 from agentgym.tasks import TaskSet
-from agentgym.trainers import TrainConfig, TrainResult, train
+from agentgym.trainers import TrainConfig, TrainResult, resume, train
 from agentgym.trainers.checkpoint import DataPosition, latest_checkpoint, load_trainer_state
 from tests.trainers.envs import VOWELS_ID
 
@@ -216,6 +217,29 @@ def test_a_killed_run_resumes_from_its_checkpoint(tiny_model_dir, tmp_path, agen
     assert [r["step"] for r in _eval_records(run_dir)] == [0, steps]
     assert all(r["time"] < killed_at for r in records[:kept])  # the resumed run went on from its checkpoint
     assert all(r["time"] > killed_at for r in records[kept:])
+
+
+def _batches(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / "batches.jsonl").read_text().splitlines()]
+
+
+def test_a_resumed_run_trains_on_the_episodes_of_an_uninterrupted_one(tiny_model_dir, tmp_path):
+    """Resumed from step 3's checkpoint, taken while later episodes were in flight, a run trains at every
+    later step on the tasks, in the order and with the episode seeds of the run that went on."""
+    steps, kept = 7, 3
+    data = _config(tmp_path / "run", tiny_model_dir, trainer={"steps": steps}, eval={"episodes": 0},
+                   checkpoint={"every": kept, "keep": 3})
+    config, _ = _train(data)
+    uninterrupted = _batches(config.run_dir)
+    groups = config.trainer.groups_per_step
+    assert [b["tasks"] for b in uninterrupted] == [list(range(s * groups, (s + 1) * groups)) for s in range(steps)]
+    # an episode's seeds: the run's, its task's position, its attempt, its task's
+    assert [b["seeds"][0] for b in uninterrupted[:2]] == [[0, 0, 1, 0], [0, groups, 1, groups]]
+    resumed_dir = tmp_path / "resumed"
+    shutil.copytree(config.run_dir, resumed_dir)
+    (resumed_dir / "checkpoints" / "latest").write_text(f"step-{kept:06d}\n")
+    resume(resumed_dir, console=Console(file=io.StringIO()))
+    assert _batches(resumed_dir) == uninterrupted
 
 
 def _agentgym(monkeypatch, capsys, *args: str) -> tuple[int, str]:

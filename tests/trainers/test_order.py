@@ -1,0 +1,45 @@
+"""The trainer takes closed groups in the order their tasks were handed out, not the order they finish in."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+from agentgym import TaskSet
+from agentgym.policies import TextPolicy
+from agentgym.rollout import RolloutConfig, RolloutScheduler
+from agentgym.trainers.loop import _in_order
+
+SLOW, FAILING = 5, {1, 6}
+
+
+class SlowOrFailing(TextPolicy):
+    """The oracle, slow on the task of seed ``SLOW`` and failing (an infrastructure error) on ``FAILING``."""
+
+    name = "slow-or-failing"
+
+    async def act(self, env, messages, rng):
+        if env.np_random_seed in FAILING:
+            raise ConnectionError("the inference server went away")
+        await asyncio.sleep(0.3 if env.np_random_seed == SLOW else 0.0)
+        return env.oracle_action()
+
+
+def test_groups_come_in_hand_out_order_with_failed_ones_marked(registered_counter):
+    handed_out = [SLOW, 1, 0, 4, 6]  # pending positions first, say, then new ones
+    tasks = [TaskSet.generate("test/Counter-v0", 1, start=position)[0] for position in handed_out]
+    finished: list[int] = []
+    config = RolloutConfig(concurrency=10, group_size=2, max_retries=0)
+    scheduler = RolloutScheduler("test/Counter-v0", SlowOrFailing(), config,
+                                 on_group=lambda group: finished.append(group.index))
+
+    async def run() -> list[tuple[int, list[int] | None]]:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(scheduler.run(tasks, indices=handed_out))
+            order = itertools.chain(handed_out, itertools.count(100))  # the trainer's never ends
+            return [(position, None if members is None else [t.task.seed for t in members])
+                    async for position, members in _in_order(scheduler.stream, order)]
+
+    closed = asyncio.run(asyncio.wait_for(run(), timeout=30))
+    assert finished[-1] == SLOW  # the first handed out finished last...
+    assert closed == [(SLOW, [SLOW, SLOW]), (1, None), (0, [0, 0]), (4, [4, 4]), (6, None)]  # ...yet first
