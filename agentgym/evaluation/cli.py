@@ -12,7 +12,6 @@ from typing import Any
 
 import click
 import yaml
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from agentgym.cli import _bad_arguments, _select, err, out
@@ -25,6 +24,7 @@ from agentgym.evaluation.run import run_evaluation
 from agentgym.evaluation.scores import RunScores
 from agentgym.inference import ENGINES, SamplingParams
 from agentgym.policies import POLICIES, get_policy
+from agentgym.progress import LiveProgress
 from agentgym.registration import make
 from agentgym.rollout.engines import engine_policy
 from agentgym.suites import load_suite
@@ -167,12 +167,11 @@ async def _run(spec: RunSpec, tasks: list[Task], out_dir: Path, *, resume: bool,
                 tokenizer=spec.tokenizer, max_context=max_context))
         else:
             agent = get_policy(str(spec.policy))
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=err, transient=False) as progress:
-            bar = progress.add_task(spec.agent, total=len(tasks) * spec.samples)
+        # off a terminal, a line at most every 10 s: an evaluation has hundreds of episodes
+        with LiveProgress(spec.agent, len(tasks) * spec.samples, console=err, every=10.0) as progress:
 
             def show(p: RunProgress) -> None:
-                progress.update(bar, completed=p.done, description=f"{p.env_id} · {spec.agent}")
+                progress.update(completed=p.done, description=f"{p.env_id} · {spec.agent}")
 
             return await run_evaluation(spec, tasks, agent, out_dir, resume=resume, concurrency=concurrency,
                                         on_progress=show)

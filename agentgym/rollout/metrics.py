@@ -28,6 +28,7 @@ class RolloutMetrics(BaseModel):
     groups_failed: int = 0
     generated_tokens: int = 0
     wall_seconds: float = 0.0
+    """From the start of the rollout to its latest settled episode (to its end, once it has ended)."""
     policy_seconds: float = 0.0
     """Summed over episodes: time waiting for the policy (generation)."""
     env_seconds: float = 0.0

@@ -93,6 +93,9 @@ class RolloutScheduler:
         self._kept = 0
         self._first_version = 0
         """The version when :meth:`run` began: admission counts versions published since then."""
+        self._started = time.perf_counter()
+        self._busy_before: float | None = None
+        """The engine's busy seconds when :meth:`run` began."""
         self._changed = asyncio.Event()
         self._stopping = False
 
@@ -119,16 +122,14 @@ class RolloutScheduler:
         A group's index (0, 1, 2, ... by default, or the matching entry of ``indices``) names it and
         seeds its episodes' policy randomness, so a subset run with its original indices replays the
         same episodes."""
-        started = time.perf_counter()
+        self._started = time.perf_counter()
         self._first_version = self.version
-        busy_before = self._engine_busy()
+        self._busy_before = self._engine_busy()
         with ExitStack() as stack:
             if self.config.relax_gc:
                 stack.enter_context(relaxed_gc())
             await self._run(zip(itertools.count() if indices is None else indices, tasks, strict=False))
-        self.metrics.wall_seconds = time.perf_counter() - started
-        if busy_before is not None and self.metrics.wall_seconds > 0:
-            self.metrics.engine_busy = (self._engine_busy() - busy_before) / self.metrics.wall_seconds
+        self._clock()
         return self.metrics
 
     async def _run(self, tasks: Iterable[tuple[int, Task]]) -> None:
@@ -214,6 +215,7 @@ class RolloutScheduler:
     async def _settle(self, group: _Group, trajectory: Trajectory) -> Outcome:
         """Count a finished episode and decide its fate."""
         trajectory.info["group"] = {"id": group.result.id, "index": group.result.index, "size": group.size}
+        self._clock()
         if trajectory.status == "error":
             self.metrics.count_error(trajectory)
             group.result.errors.append(trajectory)
@@ -264,6 +266,13 @@ class RolloutScheduler:
         await self.stream.end_group(group.result.id, complete=complete)
         if self.on_group is not None:
             self.on_group(group.result)
+
+    def _clock(self) -> None:
+        """Bring the metrics' wall time, and the engine's busy fraction over it, up to now: a reader during
+        the run (the trainer, each step) gets the throughput so far rather than zero."""
+        self.metrics.wall_seconds = time.perf_counter() - self._started
+        if self._busy_before is not None and self.metrics.wall_seconds > 0:
+            self.metrics.engine_busy = (self._engine_busy() - self._busy_before) / self.metrics.wall_seconds
 
     def _engine_busy(self) -> float | None:
         stats = getattr(self.engine, "stats", None)

@@ -4,6 +4,7 @@ and the openai engine against ``agentgym serve`` scoring exactly as the torch en
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -121,6 +122,14 @@ def test_bad_eval_arguments_exit_2_with_one_line(args, reason):
     done = agentgym("eval", *args)
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and reason in lines[0], done.stderr
+
+
+def test_off_a_terminal_eval_prints_progress_lines(tmp_path):
+    done = agentgym("eval", "games/FrozenLake-v0", "--policy", "oracle", "--episodes", "3", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    progress = [line for line in done.stderr.splitlines() if re.fullmatch(r".*oracle \d/3 \d+:\d\d:\d\d", line)]
+    assert progress[0] == "oracle 0/3 0:00:00", done.stderr
+    assert progress[-1].startswith("games/FrozenLake-v0 · oracle 3/3 "), done.stderr
 
 
 def test_resume_with_other_settings_exits_2_naming_them(games_runs):
