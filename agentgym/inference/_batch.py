@@ -10,6 +10,9 @@ each row's remaining tokens, at their true positions, after that row's cached KV
 
 from __future__ import annotations
 
+import functools
+import inspect
+
 import torch
 import torch.nn.functional as F
 from transformers import DynamicCache, PreTrainedModel
@@ -58,8 +61,8 @@ class KVBatch:
             input_ids=ids,
             attention_mask=mask,
             position_ids=positions,
-            past_key_values=cache,
             use_cache=True,
+            **{_cache_keyword(type(model)): cache},
             logits_to_keep=1,
         )
         batch = cls(cache, mask, mask.sum(-1))
@@ -74,8 +77,8 @@ class KVBatch:
             input_ids=tokens[:, None],
             attention_mask=self.mask,
             position_ids=self.next_pos[:, None],
-            past_key_values=self.cache,
             use_cache=True,
+            **{_cache_keyword(type(model)): self.cache},
         )
         self.next_pos = self.next_pos + 1
         return out.logits[:, -1, :]
@@ -123,6 +126,13 @@ class KVBatch:
             index = order[:, None, :, None].expand(-1, layer.keys.shape[1], -1, layer.keys.shape[3])
             layer.keys = layer.keys.gather(2, index)
             layer.values = layer.values.gather(2, index)
+
+
+@functools.cache
+def _cache_keyword(model_class: type[PreTrainedModel]) -> str:
+    """The keyword the model's ``forward`` takes its KV cache by: ``cache`` in newer ``transformers`` (where
+    ``past_key_values`` still works but warns that it is deprecated), ``past_key_values`` before."""
+    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
 
 
 def _left_padded(rows: list[list[int]], width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:

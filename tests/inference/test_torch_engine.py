@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import warnings
 
 import pytest
 import torch
@@ -158,6 +159,17 @@ def test_max_model_len(engine):
     assert len(result.token_ids) <= 6
     if result.token_ids[-1] not in engine.eos_token_ids:
         assert len(result.token_ids) == 6 and result.finish_reason == "length"
+
+
+def test_generation_gives_no_future_warning(engine):
+    """Newer ``transformers`` deprecate the ``past_key_values`` keyword for ``cache`` with a FutureWarning at
+    every forward; the second request decodes after the first's cached prefix."""
+    ids = prompt(24, start=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)  # raised on the engine's thread, it fails the request
+        for _ in range(2):
+            result = asyncio.run(engine.generate(request(ids, temperature=0.0, max_tokens=4)))
+            assert result.token_ids
 
 
 def test_cancellation_frees_the_slot(tiny_model_dir):
