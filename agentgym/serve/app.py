@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,8 @@ def create_app(engine: InferenceEngine, model_name: str) -> FastAPI:
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0]
+        if first["type"] == "json_invalid":
+            return JSONResponse(APIError(400, _not_json(first, exc.body)).body(), status_code=400)
         where = ".".join(str(part) for part in first["loc"][1:]) or "body"
         return JSONResponse(APIError(400, f"{where}: {first['msg']}", param=where).body(), status_code=400)
 
@@ -123,6 +126,13 @@ def create_app(engine: InferenceEngine, model_name: str) -> FastAPI:
         )
 
     return app
+
+
+def _not_json(error: dict[str, Any], body: Any) -> str:
+    """What is wrong with a body FastAPI could not decode (its error holds the character offset, not the line)."""
+    text = body.decode(errors="replace") if isinstance(body, bytes) else str(body)
+    where = json.JSONDecodeError(error["ctx"]["error"], text, error["loc"][-1])
+    return f"request body is not valid JSON: {where.msg} at line {where.lineno} column {where.colno}"
 
 
 async def _generate(

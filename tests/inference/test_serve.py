@@ -178,11 +178,18 @@ def test_bad_completion_requests_and_unknown_models(client, weather_model_dir, t
     assert caught.value.body["code"] == "model_not_found" and weather_model_dir.name in caught.value.body["message"]
 
 
-def test_invalid_json_body_is_400(base_url):
-    response = httpx.post(
-        f"{base_url}/chat/completions", content=b"{not json", headers={"content-type": "application/json"}
-    )
-    assert response.status_code == 400 and "error" in response.json()
+def test_invalid_json_body_is_400_saying_where(base_url):
+    body = b'{"model": "tiny",\n "messages": [] "n": 1}'
+    response = httpx.post(f"{base_url}/chat/completions", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": {
+            "message": "request body is not valid JSON: Expecting ',' delimiter at line 2 column 17",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": None,
+        }
+    }
 
 
 def test_serve_without_a_model_folder_exits_2(tmp_path):
