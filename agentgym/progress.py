@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 HEARTBEAT_SECONDS = 30.0
-"""Off a terminal, the longest silence: after this long without a line, the current one is printed again."""
+"""Off a terminal, the longest silence: after this long without a line, a line saying the work goes on."""
 
 
 class LiveProgress:
@@ -21,7 +21,8 @@ class LiveProgress:
 
     On a terminal it is a rich bar. Elsewhere it prints lines ``description done/total elapsed status``: one when
     the count moves (at most one per ``every`` seconds, but always the last), one at once for
-    ``update(..., flush=True)``, and the current line again after ``heartbeat`` seconds without one."""
+    ``update(..., flush=True)``, and ``description done/total elapsed  still running`` after ``heartbeat``
+    seconds without one (its status is that of the last count, not news)."""
 
     def __init__(self, description: str, total: int, done: int = 0, *, console: Console, status: str = "",
                  every: float = 0.0, heartbeat: float = HEARTBEAT_SECONDS) -> None:
@@ -84,16 +85,16 @@ class LiveProgress:
             with self._lock:
                 quiet = time.monotonic() - self._printed
                 if quiet >= self._heartbeat:
-                    self._print()
+                    self._print(status="still running")
                     quiet = 0.0
             if self._stopped.wait(self._heartbeat - quiet):
                 return
 
-    def _print(self) -> None:
-        """Print the current line (with the lock held)."""
+    def _print(self, status: str | None = None) -> None:
+        """Print the current line, with ``status`` in place of the current one if given (with the lock held)."""
         self._printed = time.monotonic()
-        self._unprinted = False
+        self._unprinted = status is not None and self._unprinted
+        status = self.status if status is None else status
         elapsed = timedelta(seconds=int(self._printed - self._started))
         line = f"{self.description} {self.done}/{self.total} {elapsed}"
-        self._console.print(f"{line}  {self.status}" if self.status else line, markup=False, highlight=False,
-                            soft_wrap=True)
+        self._console.print(f"{line}  {status}" if status else line, markup=False, highlight=False, soft_wrap=True)

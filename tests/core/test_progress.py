@@ -54,7 +54,7 @@ def test_a_heartbeat_line_breaks_a_long_silence_and_its_thread_ends_with_the_pro
         while len(lines(printed)) < 3 and time.monotonic() < deadline:
             time.sleep(0.02)
         assert "agentgym-progress" in [t.name for t in threading.enumerate()]
-    assert lines(printed)[:3] == ["eval 0/2  playing"] * 3
+    assert lines(printed)[:3] == ["eval 0/2  playing"] + ["eval 0/2  still running"] * 2
     assert "agentgym-progress" not in [t.name for t in threading.enumerate()]
 
 
