@@ -100,6 +100,10 @@ class TrainerSection(Config):
     on-policy baseline: rollout waits for each update and the trainer for each full batch."""
     concurrency: int = Field(64, ge=1)
     """Episodes in flight."""
+    group_order: Literal["finish", "handout"] = "finish"
+    """Which closed groups a step trains on: the first to finish (a slow group never holds the trainer
+    up), or the next in the order their tasks were handed out (``handout``: every step's tasks and episode
+    seeds are the same in every run, resumed or not, at the cost of waiting for slow groups)."""
     redundancy: int = Field(0, ge=0)
     """Spare episodes per group; the first ``group_size`` finishers are kept."""
     max_retries: int = Field(2, ge=0)

@@ -6,16 +6,17 @@ new ones only within ``async_ratio`` versions of the weights, AReaL's rule), and
 version then increases. ``async_ratio: 0`` is the synchronous on-policy baseline on this same path: the
 rollout waits for each update and the trainer for each full batch.
 
-Train tasks are numbered by position (task seed ``env.seed_start + position``) and handed out in order,
-and the trainer takes groups in that order, not in the order they finish: step ``s`` trains on the next
-``groups_per_step`` complete groups after those of step ``s - 1``, skipping (and counting as done) any
-group that failed on infrastructure. An episode's seeds depend only on the run's seed, its task's
-position and its attempt within the group (``info["seed"]``). So a run resumed from step ``k``'s
-checkpoint trains at every later step on the same tasks, in the same order and with the same episode
-seeds as the run that went on: the checkpoint's :class:`DataPosition` is the only state they depend on,
-and episodes in flight when it was taken are played again from their start. Their tokens may differ,
-sampled by other weight versions, as may the attempts a group keeps where an episode failed on
-infrastructure or ``redundancy`` started spares; both depend on timing in any asynchronous run.
+Train tasks are numbered by position (task seed ``env.seed_start + position``) and handed out in order.
+An episode's seeds depend only on the run's seed, its task's position and its attempt within the group
+(``info["seed"]``), and the checkpoint's :class:`DataPosition` records which positions were consumed
+(trained on, or skipped as failed on infrastructure); a resumed run hands out the pending ones first.
+So a run resumed from step ``k``'s checkpoint plays every task with the same episode seeds as the run
+that went on, losing and doubling none. Which step trains on which group follows ``trainer.group_order``:
+with ``finish`` (the default) the first groups to close, which depends on timing in any asynchronous
+run; with ``handout`` the next ``groups_per_step`` in hand-out order, so every later step trains on the
+same tasks with the same seeds as the run that went on. Episodes in flight when a checkpoint was taken
+are played again from their start; their tokens may differ, sampled by other weight versions, as may
+the attempts a group keeps where an episode failed on infrastructure or ``redundancy`` started spares.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import itertools
 import json
 import shutil
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -204,7 +206,7 @@ class _Run:
             if self.step == 0:
                 self._evaluate(background, engine, log, progress)
             rollout = background.submit(scheduler.run(map(self._task, self._order()), indices=self._order()))
-            groups = _in_order(scheduler.stream, self._order())
+            groups = _closed(scheduler.stream, self._order(), in_order=trainer.group_order == "handout")
             try:
                 while self.step < trainer.steps:
                     step_started = time.perf_counter()
@@ -342,16 +344,23 @@ class _Run:
             save_checkpoint(self.run_dir, learner.model, self.tokenizer, state, keep=self.config.checkpoint.keep)
 
 
-async def _in_order(stream: TrajectoryStream, order: Iterator[int]) -> AsyncIterator[_Closed]:
-    """Every group of ``stream`` once closed, in the ``order`` of the task positions it was handed out in
-    (not the order groups finish in)."""
-    closed: dict[str, list[Trajectory] | None] = {}
-    position = next(order)
+async def _closed(stream: TrajectoryStream, order: Iterator[int], *, in_order: bool) -> AsyncIterator[_Closed]:
+    """Every group of ``stream`` once closed, with its task position (``order`` is the hand-out order):
+    as groups close, or ``in_order`` of hand-out."""
+    handed: deque[int] = deque()  # positions handed out and not yet yielded
+    positions: dict[str, int] = {}
+    closed: dict[int, list[Trajectory] | None] = {}
     async for group in stream.closed_groups():
-        closed[group.id] = group.members if group.complete else None
-        while group_id(position) in closed:
-            yield position, closed.pop(group_id(position))
-            position = next(order)
+        while group.id not in positions:
+            handed.append(position := next(order))
+            positions[group_id(position)] = position
+        position = positions.pop(group.id)
+        closed[position] = group.members if group.complete else None
+        if not in_order:
+            handed.remove(position)
+            yield position, closed.pop(position)
+        while in_order and handed and handed[0] in closed:
+            yield handed[0], closed.pop(handed.popleft())
 
 
 def _batch_metrics(trajectories: list[Trajectory], version: int) -> dict[str, float]:

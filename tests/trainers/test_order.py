@@ -1,14 +1,17 @@
-"""The trainer takes closed groups in the order their tasks were handed out, not the order they finish in."""
+"""The trainer takes closed groups with their task positions, as they finish or in the order handed out."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+from operator import itemgetter
+
+import pytest
 
 from agentgym import TaskSet
 from agentgym.policies import TextPolicy
 from agentgym.rollout import RolloutConfig, RolloutScheduler
-from agentgym.trainers.loop import _in_order
+from agentgym.trainers.loop import _closed
 
 SLOW, FAILING = 5, {1, 6}
 
@@ -25,7 +28,8 @@ class SlowOrFailing(TextPolicy):
         return env.oracle_action()
 
 
-def test_groups_come_in_hand_out_order_with_failed_ones_marked(registered_counter):
+@pytest.mark.parametrize("in_order", [True, False])
+def test_groups_come_with_their_positions_failed_ones_marked(registered_counter, in_order):
     handed_out = [SLOW, 1, 0, 4, 6]  # pending positions first, say, then new ones
     tasks = [TaskSet.generate("test/Counter-v0", 1, start=position)[0] for position in handed_out]
     finished: list[int] = []
@@ -38,8 +42,12 @@ def test_groups_come_in_hand_out_order_with_failed_ones_marked(registered_counte
             group.create_task(scheduler.run(tasks, indices=handed_out))
             order = itertools.chain(handed_out, itertools.count(100))  # the trainer's never ends
             return [(position, None if members is None else [t.task.seed for t in members])
-                    async for position, members in _in_order(scheduler.stream, order)]
+                    async for position, members in _closed(scheduler.stream, order, in_order=in_order)]
 
     closed = asyncio.run(asyncio.wait_for(run(), timeout=30))
     assert finished[-1] == SLOW  # the first handed out finished last...
-    assert closed == [(SLOW, [SLOW, SLOW]), (1, None), (0, [0, 0]), (4, [4, 4]), (6, None)]  # ...yet first
+    expected = [(SLOW, [SLOW, SLOW]), (1, None), (0, [0, 0]), (4, [4, 4]), (6, None)]
+    if in_order:
+        assert closed == expected  # ...yet comes first
+    else:
+        assert closed[-1] == expected[0] and sorted(closed, key=itemgetter(0)) == sorted(expected, key=itemgetter(0))

@@ -224,11 +224,12 @@ def _batches(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def test_a_resumed_run_trains_on_the_episodes_of_an_uninterrupted_one(tiny_model_dir, tmp_path):
-    """Resumed from step 3's checkpoint, taken while later episodes were in flight, a run trains at every
-    later step on the tasks, in the order and with the episode seeds of the run that went on."""
+    """Resumed from step 3's checkpoint, taken while later episodes were in flight, a run taking groups in
+    hand-out order trains at every later step on the tasks, in the order and with the episode seeds of the
+    run that went on."""
     steps, kept = 7, 3
-    data = _config(tmp_path / "run", tiny_model_dir, trainer={"steps": steps}, eval={"episodes": 0},
-                   checkpoint={"every": kept, "keep": 3})
+    data = _config(tmp_path / "run", tiny_model_dir, trainer={"steps": steps, "group_order": "handout"},
+                   eval={"episodes": 0}, checkpoint={"every": kept, "keep": 3})
     config, _ = _train(data)
     uninterrupted = _batches(config.run_dir)
     groups = config.trainer.groups_per_step
