@@ -55,12 +55,13 @@ async def run_episode(
     env.tool_timeout = timeouts.tool
     seeds = [*(seed if isinstance(seed, tuple) else (seed,)), task.seed]
     trajectory.info["seed"] = seeds
-    session = policy.start(env, np.random.default_rng(seeds))
-    episode = _Episode(env, session, trajectory, timeouts)
+    episode = _Episode(env, trajectory, timeouts)
     started = time.perf_counter()
     watchdog = _Watchdog(timeouts)
+    session: PolicySession | None = None
     try:
-        await episode.play(task, watchdog)
+        session = policy.start(env, np.random.default_rng(seeds))
+        await episode.play(session, task, watchdog)
     except ContextLimit as exc:
         trajectory.status = "truncated"
         trajectory.info["truncated_by"] = str(exc)
@@ -72,7 +73,8 @@ async def run_episode(
         episode.fail(exc)
     finally:
         watchdog.stop()
-        session.record(trajectory)
+        if session is not None:
+            episode.record(session)
         trajectory.timings["total_seconds"] = time.perf_counter() - started
         trajectory.timings["policy_seconds"] = sum(t.policy_seconds for t in trajectory.turns)
         trajectory.timings["env_seconds"] = sum(t.env_seconds for t in trajectory.turns)
@@ -135,24 +137,25 @@ class _Watchdog:
 class _Episode:
     """The loop of one episode, remembering which phase it is in for the error report."""
 
-    def __init__(self, env: Env, session: PolicySession, trajectory: Trajectory, timeouts: Timeouts) -> None:
-        self.env, self.session, self.trajectory, self.timeouts = env, session, trajectory, timeouts
-        self.phase = "reset"
+    def __init__(self, env: Env, trajectory: Trajectory, timeouts: Timeouts) -> None:
+        self.env, self.trajectory, self.timeouts = env, trajectory, timeouts
+        self.phase = "policy"
 
-    async def play(self, task: Task, watchdog: _Watchdog) -> None:
+    async def play(self, session: PolicySession, task: Task, watchdog: _Watchdog) -> None:
+        self.phase = "reset"
         observation, _ = await self.env.areset(**task.reset_kwargs())
         self.trajectory.messages.extend(observation)
         while True:
             watchdog.start_turn()
-            if await self._turn(observation):
+            if await self._turn(session, observation):
                 return
             observation = self.trajectory.turns[-1].observation
 
-    async def _turn(self, observation: list[Message]) -> bool:
+    async def _turn(self, session: PolicySession, observation: list[Message]) -> bool:
         """Play one turn; whether the episode is over."""
         self.phase = "policy"
         tick = time.perf_counter()
-        action = await self.session.act(observation)
+        action = await session.act(observation)
         tock = time.perf_counter()
         self.phase = "env"
         self.trajectory.messages.append(Message(role="assistant", content=action))
@@ -175,6 +178,16 @@ class _Episode:
             self.trajectory.status = "truncated" if truncated else "ok"
             return True
         return False
+
+    def record(self, session: PolicySession) -> None:
+        """Let the session write what it alone knows; a session that cannot spoils the trajectory (an
+        earlier failure stays the recorded cause)."""
+        try:
+            session.record(self.trajectory)
+        except Exception as exc:
+            if self.trajectory.status != "error":
+                self.phase = "record"
+                self.fail(exc)
 
     def fail(self, exc: BaseException) -> None:
         """Mark the trajectory as an infrastructure failure with its cause."""
