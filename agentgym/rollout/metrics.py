@@ -38,6 +38,9 @@ class RolloutMetrics(BaseModel):
     staleness: dict[int, int] = Field(default_factory=dict)
     """Histogram of version lag (current version minus the oldest token's) of finished trajectories."""
     error_causes: dict[str, int] = Field(default_factory=dict)
+    close_errors: int = 0
+    """Environment instances whose close raised or outlasted the episode time limit (what they held may be
+    left behind); their episodes are counted as they ended."""
 
     def count_finished(self, trajectory: Trajectory, lag: int) -> None:
         self.staleness[lag] = self.staleness.get(lag, 0) + 1
@@ -71,7 +74,8 @@ class RolloutMetrics(BaseModel):
         """Flat ``rollout/...`` keys for metric writers."""
         out: dict[str, Any] = {
             f"rollout/{k}": getattr(self, k)
-            for k in ("started", "finished", "errored", "cancelled", "dropped", "retried", "generated_tokens")
+            for k in ("started", "finished", "errored", "cancelled", "dropped", "retried", "generated_tokens",
+                      "close_errors")
         }
         out["rollout/trajectories_per_second"] = self.trajectories_per_second
         out["rollout/tokens_per_second"] = self.tokens_per_second

@@ -5,7 +5,9 @@ is G independent episodes (plus ``redundancy`` spares; the first G finishers are
 cancelled). A finished trajectory goes to the stream at once. An infrastructure error is streamed as
 ``status="error"`` and its group refilled while retries last; a trajectory older than the staleness
 bound is dropped (and refilled the same way). With ``batch_size`` the bound also limits what may
-start. Every started episode is counted exactly once in :class:`RolloutMetrics`.
+start. Every started episode is counted exactly once in :class:`RolloutMetrics`. Environment instances
+are reused while healthy; a failed one is closed in the background (within the episode time limit), and
+a close that fails is counted in ``close_errors``, never raised.
 """
 
 from __future__ import annotations
@@ -86,7 +88,7 @@ class RolloutScheduler:
         self.stream = stream or TrajectoryStream(self.config.stream_size)
         self.metrics = RolloutMetrics()
         self.on_group = on_group
-        self._pool = EnvPool(env_id, env_kwargs)
+        self._pool = EnvPool(env_id, env_kwargs, close_timeout=self.config.timeouts.episode)
         self._groups: dict[int, _Group] = {}
         """Groups not yet closed, by task index."""
         self._running = 0
@@ -145,8 +147,11 @@ class RolloutScheduler:
                     if self._stopping:
                         break
         finally:
-            await self._pool.close()
-            await self.stream.close()
+            try:
+                await self._pool.close()
+            finally:
+                self.metrics.close_errors = self._pool.close_errors
+                await self.stream.close()
 
     # -- admission ------------------------------------------------------------------------------
 
@@ -210,7 +215,7 @@ class RolloutScheduler:
             healthy = trajectory.status != "error"
             return trajectory
         finally:
-            await self._pool.release(env, healthy=healthy)
+            self._pool.release(env, healthy=healthy)
 
     async def _settle(self, group: _Group, trajectory: Trajectory) -> Outcome:
         """Count a finished episode and decide its fate."""

@@ -4,10 +4,13 @@ lose or misfile a trajectory, or hold up the other episodes."""
 from __future__ import annotations
 
 import asyncio
+import threading
 
 from agentgym import TaskSet
-from agentgym.policies import TextPolicy
-from agentgym.rollout import RolloutConfig, RolloutScheduler
+from agentgym.episode import Timeouts
+from agentgym.policies import OraclePolicy, TextPolicy
+from agentgym.rollout import RolloutConfig, RolloutScheduler, iterate_rollouts
+from tests.conftest import CounterEnv
 
 ENV_ID = "test/Counter-v0"
 
@@ -83,3 +86,77 @@ def test_a_session_that_fails_to_record_marks_its_trajectory_as_an_error(registe
     assert len(seen) == 6 and all(t.status == "error" for t in seen)
     assert {t.info["error_cause"] for t in seen} == {"record:ValueError"}
     _assert_adds_up(scheduler, seen, 6)
+
+
+class FailsAtFirstTurnSometimes(TextPolicy):
+    """The oracle after a short think, except that about half the episodes fail at once."""
+
+    name = "fails-at-first-turn"
+
+    async def act(self, env, messages, rng):
+        if len(messages) == 1 and rng.integers(2) == 0:
+            raise RuntimeError("the engine refused the request")
+        await asyncio.sleep(0.05)
+        return env.oracle_action()
+
+
+def test_closes_that_raise_are_counted_and_lose_nothing(registered_counter, monkeypatch):
+    async def aclose(self: CounterEnv) -> None:
+        CounterEnv.close(self)
+        raise RuntimeError("the sandbox was already gone")
+
+    monkeypatch.setattr(CounterEnv, "aclose", aclose)
+    tasks = TaskSet.generate(ENV_ID, 20)
+    scheduler = RolloutScheduler(ENV_ID, FailsAtFirstTurnSometimes(), RolloutConfig(concurrency=8, max_retries=0))
+    seen = asyncio.run(asyncio.wait_for(_play(scheduler, tasks), timeout=30))
+    assert len(seen) == 20 and 0 < scheduler.metrics.errored < 20
+    assert scheduler.metrics.close_errors == scheduler._pool.created
+    _assert_adds_up(scheduler, seen, 20)
+
+
+def test_the_plain_iterator_ends_when_closing_the_idle_environments_fails(registered_counter, monkeypatch):
+    async def aclose(self: CounterEnv) -> None:
+        raise RuntimeError("the sandbox was already gone")
+
+    monkeypatch.setattr(CounterEnv, "aclose", aclose)
+    got = []
+    consumer = threading.Thread(
+        target=lambda: got.extend(iterate_rollouts(ENV_ID, OraclePolicy(), TaskSet.generate(ENV_ID, 5))), daemon=True
+    )
+    consumer.start()
+    consumer.join(timeout=20)
+    assert not consumer.is_alive(), "the stream was never closed"
+    assert len(got) == 5
+
+
+def test_an_environment_given_back_is_closed_in_full_even_when_its_episode_is_cancelled(registered_counter, monkeypatch):
+    """A spare that finishes first cancels the slot whose episode failed; that slot's close goes on."""
+    closes = {"done": 0, "cut": 0}
+
+    async def aclose(self: CounterEnv) -> None:
+        try:
+            await asyncio.sleep(0.3)
+        except asyncio.CancelledError:
+            closes["cut"] += 1
+            raise
+        closes["done"] += 1
+
+    monkeypatch.setattr(CounterEnv, "aclose", aclose)
+    config = RolloutConfig(concurrency=16, group_size=1, redundancy=1, max_retries=0)
+    scheduler = RolloutScheduler(ENV_ID, FailsAtFirstTurnSometimes(), config)
+    seen = asyncio.run(asyncio.wait_for(_play(scheduler, TaskSet.generate(ENV_ID, 20)), timeout=30))
+    assert closes == {"done": scheduler._pool.created, "cut": 0}
+    assert scheduler.metrics.errored > 0
+    _assert_adds_up(scheduler, seen, 20)
+
+
+def test_a_close_that_hangs_is_given_up_after_the_episode_time_limit(registered_counter, monkeypatch):
+    async def aclose(self: CounterEnv) -> None:
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(CounterEnv, "aclose", aclose)
+    config = RolloutConfig(concurrency=4, timeouts=Timeouts(episode=0.5, turn=0.5, tool=0.5))
+    scheduler = RolloutScheduler(ENV_ID, OraclePolicy(), config)
+    seen = asyncio.run(asyncio.wait_for(_play(scheduler, TaskSet.generate(ENV_ID, 4)), timeout=10))
+    assert len(seen) == 4 and all(t.status == "ok" for t in seen)
+    assert scheduler.metrics.close_errors == scheduler._pool.created
