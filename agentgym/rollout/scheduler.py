@@ -60,6 +60,8 @@ class _Group:
     running: int = 0
     retries: int = 0
     started: int = 0
+    launching: bool = True
+    """The scheduler may still start episodes of this group, so it must not close yet."""
     complete: bool = False
     closed: bool = False
 
@@ -144,6 +146,9 @@ class RolloutScheduler:
                         if not await self._wait_for_room() or group.complete:
                             break
                         self._launch(group, tasks_group)
+                    group.launching = False
+                    if group.running == 0:  # every episode it started has ended (or, stopping, it started none)
+                        await self._close(group)
                     if self._stopping:
                         break
         finally:
@@ -201,7 +206,7 @@ class RolloutScheduler:
             self._running -= 1
             group.running -= 1
             self._changed.set()
-            if group.running == 0:
+            if group.running == 0 and not group.launching:
                 await self._close(group)
 
     async def _play(self, group: _Group) -> Trajectory:

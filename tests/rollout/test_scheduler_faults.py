@@ -160,3 +160,53 @@ def test_a_close_that_hangs_is_given_up_after_the_episode_time_limit(registered_
     seen = asyncio.run(asyncio.wait_for(_play(scheduler, TaskSet.generate(ENV_ID, 4)), timeout=10))
     assert len(seen) == 4 and all(t.status == "ok" for t in seen)
     assert scheduler.metrics.close_errors == scheduler._pool.created
+
+
+def test_a_group_stays_open_until_all_its_episodes_have_started(registered_counter):
+    """With fewer slots than a group has episodes, its first finisher must not close it as failed."""
+    config = RolloutConfig(concurrency=1, group_size=2, redundancy=1)
+    scheduler = RolloutScheduler(ENV_ID, OraclePolicy(), config)
+    groups = []
+
+    async def main() -> None:
+        async def read() -> None:
+            async for group in scheduler.stream.groups():
+                groups.append(group)
+
+        async with asyncio.TaskGroup() as tasks_group:
+            tasks_group.create_task(read())
+            await scheduler.run(TaskSet.generate(ENV_ID, 3))
+
+    asyncio.run(asyncio.wait_for(main(), timeout=30))
+    assert sorted(len(g) for g in groups) == [2, 2, 2]
+    m = scheduler.metrics
+    assert (m.groups_complete, m.groups_failed, m.finished) == (3, 0, 6)
+
+
+def test_stopping_closes_every_group_that_was_handed_out(registered_counter):
+    handed_out = []
+
+    def tasks():
+        for task in TaskSet.generate(ENV_ID, 10_000):
+            handed_out.append(task)
+            yield task
+
+    closed = []
+    scheduler = RolloutScheduler(ENV_ID, OraclePolicy(), RolloutConfig(concurrency=1), on_group=closed.append)
+
+    async def main() -> None:
+        async def read() -> None:
+            seen = 0
+            async for _ in scheduler.stream:
+                seen += 1
+                if seen == 5:
+                    scheduler.stop()
+
+        async with asyncio.TaskGroup() as tasks_group:
+            tasks_group.create_task(read())
+            await scheduler.run(tasks())
+
+    asyncio.run(asyncio.wait_for(main(), timeout=30))
+    m = scheduler.metrics
+    assert sorted(g.index for g in closed) == list(range(len(handed_out)))
+    assert m.groups_complete + m.groups_failed == len(handed_out) and m.accounted
