@@ -232,12 +232,14 @@ class Env(gymnasium.Env[list[Message], str]):
         return np.asarray(Image.open(io.BytesIO(frame)).convert("RGB"))
 
     def close(self) -> None:
-        """Release the event loop and threads this environment holds; safe to call twice."""
+        """Release the event loop and threads this environment holds; safe to call twice. A call still
+        running on the environment's own thread (one that outlived its time limit) is not waited for,
+        as the rollout closes on its event loop: the thread ends when the call returns."""
         if self._runner is not None:
             self._runner.close()
             self._runner = None
         if self._pinned is not None:
-            self._pinned.shutdown(wait=True)
+            self._pinned.shutdown(wait=False, cancel_futures=True)
             self._pinned = None
 
     async def aclose(self) -> None:

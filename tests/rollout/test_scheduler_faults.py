@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from typing import Any
 
-from agentgym import TaskSet
+import pytest
+
+import agentgym
+from agentgym import Env, Message, TaskSet, tool
 from agentgym.episode import Timeouts
 from agentgym.policies import OraclePolicy, TextPolicy
 from agentgym.rollout import RolloutConfig, RolloutScheduler, iterate_rollouts
@@ -210,3 +215,55 @@ def test_stopping_closes_every_group_that_was_handed_out(registered_counter):
     m = scheduler.metrics
     assert sorted(g.index for g in closed) == list(range(len(handed_out)))
     assert m.groups_complete + m.groups_failed == len(handed_out) and m.accounted
+
+
+class StuckPinnedEnv(Env):
+    """Runs its hooks on a thread of its own; the tool of the episode with seed 0 is stuck for 2 s."""
+
+    execution = "pinned"
+
+    def setup(self, difficulty: str, options: dict[str, Any]) -> list[Message]:
+        return [Message(role="user", content="Call go.")]
+
+    @tool
+    def go(self) -> str:
+        """Do the work."""
+        time.sleep(2.0 if self.np_random_seed == 0 else 0.0)
+        self.finish(success=True)
+        return "done"
+
+    def oracle_action(self) -> str:
+        return self.format_call("go")
+
+
+@pytest.fixture
+def stuck_pinned():
+    spec = agentgym.register("test/StuckPinned-v0", "tests.rollout.test_scheduler_faults:StuckPinnedEnv")
+    yield spec.id
+    from agentgym import registration
+
+    registration._registry.pop(spec.id, None)
+
+
+def test_closing_an_environment_whose_step_is_stuck_never_blocks_the_event_loop(stuck_pinned):
+    """The stuck episode times out; closing its environment must not wait on its thread, on the loop that
+    every other episode's timers run on."""
+    config = RolloutConfig(concurrency=4, max_retries=0, timeouts=Timeouts(episode=5, turn=0.5, tool=0.3))
+    scheduler = RolloutScheduler(stuck_pinned, OraclePolicy(), config)
+    lags = []
+
+    async def main() -> list:
+        async def watch() -> None:
+            while True:
+                before = time.perf_counter()
+                await asyncio.sleep(0.02)
+                lags.append(time.perf_counter() - before - 0.02)
+
+        watcher = asyncio.create_task(watch())
+        seen = await _play(scheduler, TaskSet.generate(stuck_pinned, 4))
+        watcher.cancel()
+        return seen
+
+    seen = asyncio.run(asyncio.wait_for(main(), timeout=30))
+    assert sorted(t.info.get("error_cause", t.status) for t in seen) == ["ok", "ok", "ok", "timeout:tool"]
+    assert max(lags) < 0.5
