@@ -26,7 +26,7 @@ class RolloutConfig(BaseModel):
     batch_size: int | None = Field(None, ge=1)
     """Trajectories the trainer consumes per weight update; episodes may start only while
     ``running + kept < (versions + max_staleness + 1) * batch_size``, counting the versions published
-    since the rollout began."""
+    since the rollout began and leaving out what groups that failed kept (no batch gets those)."""
     stream_size: int = Field(256, ge=1)
     """Finished trajectories the stream holds before producers wait (backpressure)."""
     relax_gc: bool = True

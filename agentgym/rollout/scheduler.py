@@ -273,6 +273,8 @@ class RolloutScheduler:
             self.metrics.groups_complete += 1
         else:
             self.metrics.groups_failed += 1
+            self._kept -= len(group.result.kept)  # discarded: they never reach a batch, so hold no budget
+            self._changed.set()
         await self.stream.end_group(group.result.id, complete=complete)
         if self.on_group is not None:
             self.on_group(group.result)

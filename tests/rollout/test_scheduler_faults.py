@@ -267,3 +267,49 @@ def test_closing_an_environment_whose_step_is_stuck_never_blocks_the_event_loop(
     seen = asyncio.run(asyncio.wait_for(main(), timeout=30))
     assert sorted(t.info.get("error_cause", t.status) for t in seen) == ["ok", "ok", "ok", "timeout:tool"]
     assert max(lags) < 0.5
+
+
+class SecondEpisodeOfFirstTaskFails(TextPolicy):
+    """The oracle, but the second episode of the task of seed 0 loses its inference server."""
+
+    name = "second-fails"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first_task_episodes = 0
+
+    async def act(self, env, messages, rng):
+        if env.np_random_seed == 0 and not any(m.role == "assistant" for m in messages):
+            self.first_task_episodes += 1
+            if self.first_task_episodes == 2:
+                raise ConnectionError("the inference server went away")
+        return env.oracle_action()
+
+
+class Weights:
+    """What the scheduler reads of a versioned engine: the version of the weights it serves."""
+
+    version = 0
+
+
+def test_members_kept_by_a_failed_group_do_not_use_up_the_staleness_budget(registered_counter):
+    """A trainer never receives a failed group's kept members; counting them as kept forever shrank the budget
+    until, on-policy (staleness 0), no batch could fill and the rollout waited for ever."""
+    weights = Weights()  # the trainer publishes a version per complete group
+    config = RolloutConfig(concurrency=4, group_size=2, max_retries=0, max_staleness=0, batch_size=2)
+    scheduler = RolloutScheduler(ENV_ID, SecondEpisodeOfFirstTaskFails(), config, engine=weights)
+
+    async def main() -> None:
+        async def train() -> None:
+            async for group in scheduler.stream.closed_groups():
+                if group.complete:
+                    weights.version += 1
+                    scheduler.notify()
+
+        async with asyncio.TaskGroup() as tasks_group:
+            tasks_group.create_task(train())
+            await scheduler.run(TaskSet.generate(ENV_ID, 3))
+
+    asyncio.run(asyncio.wait_for(main(), timeout=30))
+    m = scheduler.metrics
+    assert (m.groups_complete, m.groups_failed, weights.version) == (2, 1, 2)
