@@ -63,6 +63,8 @@ _HOST_ETC = ("ld.so.cache", "alternatives")
 _NETWORK_ETC = ("resolv.conf", "ssl/certs", "ssl/openssl.cnf")
 _STOP_WAIT = 10.0
 _KILLED = 128 + signal.SIGKILL
+_DESTROYED = "destroyed"
+"""Written in a sandbox's state dir before its processes are killed, so a command they ran knows why it ended."""
 _warned_no_cgroup = False
 
 
@@ -127,6 +129,8 @@ class LocalSandbox(Sandbox):
             raise
         if self.closed:
             raise SandboxClosed(f"sandbox {self.id} was closed while a command ran")
+        if (self._state / _DESTROYED).exists() or not (self._state / "work").is_dir():  # not the command's kill
+            raise SandboxDied(f"sandbox {self.id} was destroyed while a command ran (reaped?)")
         exit_code, elapsed = 128 - code if code < 0 else code, time.monotonic() - started
         timed_out = host_deadline or (elapsed >= timeout and (
             exit_code == TIMEOUT_EXIT or (exit_code == _KILLED and elapsed >= timeout + KILL_GRACE)))
@@ -327,7 +331,10 @@ def _cgroups(sandbox_id: str) -> list[Path]:
 
 
 def _destroy(sandbox_id: str) -> None:
-    """Kill every process of the sandbox, then delete its cgroups, its state dir and an empty STATE_DIR."""
+    """Mark the sandbox destroyed, kill every process of it, then delete its cgroups, its state dir and an
+    empty STATE_DIR."""
+    with contextlib.suppress(OSError):
+        (STATE_DIR / sandbox_id / _DESTROYED).touch()
     try:
         _kill_all(sandbox_id)
         _remove_cgroups(sandbox_id)

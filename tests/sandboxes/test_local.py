@@ -16,7 +16,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from agentgym.sandboxes import Sandbox, SandboxClosed, SandboxError, SandboxUnavailable, local_sandbox, reap
+from agentgym.sandboxes import (Sandbox, SandboxClosed, SandboxDied, SandboxError, SandboxUnavailable, local_sandbox,
+                                reap)
 from tests.sandboxes.conftest import run
 from tests.sandboxes.test_isolation import sandbox_of_a_killed_process
 
@@ -166,6 +167,22 @@ def test_close_kills_a_process_that_escaped_with_setsid(sandbox_of):
     marker = str(800 + os.getpid() % 97)
 
     _close_kills_escapees(sandbox, f"setsid sleep {marker} & (setsid sleep {marker} &); sleep 300", marker, 2)
+
+
+def test_a_command_killed_with_its_sandbox_raises_sandbox_died_not_exit_137(sandbox_of):
+    """A sandbox destroyed under a running command (reaped, or its owner's cleanup) is an infrastructure
+    failure: the agent must not read the SIGKILL as its command's exit status."""
+    sandbox = sandbox_of()
+    marker = str(900 + os.getpid() % 97)
+
+    async def destroy_midway() -> None:
+        command = asyncio.create_task(sandbox.exec(f"sleep {marker}", timeout=60))
+        await until(lambda: sleeping(marker))
+        await asyncio.to_thread(local_sandbox._destroy, sandbox.id)
+        with pytest.raises(SandboxDied, match="destroyed"):
+            await command
+
+    run(destroy_midway())
 
 
 def test_reap_removes_the_sandbox_of_a_killed_process(backend):
