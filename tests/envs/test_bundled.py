@@ -24,6 +24,10 @@ BUNDLED = [s.id for s in SPECS]
 ON_DESKTOP = {s.id for s in SPECS if "desktop" in s.tags}
 IN_BROWSER = {s.id for s in SPECS if "browser" in s.tags}
 SLOW_TO_START = IN_BROWSER | ON_DESKTOP
+IN_SANDBOX = {s.id for s in SPECS if "sandbox" in s.tags}
+SANDBOX_TIMEOUT = 600
+"""Seconds for a sandboxed env's test: 400 oracle and random episodes start a sandbox process per command,
+about 55 s on 2 idle cores and past the default 120 s with other work beside them."""
 
 
 def _params(*, every_slow_one: bool) -> list[object]:
@@ -33,6 +37,7 @@ def _params(*, every_slow_one: bool) -> list[object]:
     for spec in SPECS:
         marks = [pytest.mark.docker] if spec.id in ON_DESKTOP else []
         marks += [pytest.mark.browser] if spec.id in IN_BROWSER else []
+        marks += [pytest.mark.timeout(SANDBOX_TIMEOUT)] if spec.id in IN_SANDBOX else []
         if spec.id in SLOW_TO_START:
             if not every_slow_one:
                 continue
