@@ -16,22 +16,9 @@ from agentgym.episode import Timeouts
 from agentgym.policies import OraclePolicy, TextPolicy
 from agentgym.rollout import RolloutConfig, RolloutScheduler, iterate_rollouts
 from tests.conftest import CounterEnv
+from tests.rollout.streams import delivered
 
 ENV_ID = "test/Counter-v0"
-
-
-async def _play(scheduler: RolloutScheduler, tasks) -> list:
-    """Run the scheduler to its end and return every trajectory its stream delivered."""
-    seen = []
-
-    async def read() -> None:
-        async for trajectory in scheduler.stream:
-            seen.append(trajectory)
-
-    async with asyncio.TaskGroup() as group:
-        group.create_task(read())
-        await scheduler.run(tasks)
-    return seen
 
 
 def _assert_adds_up(scheduler: RolloutScheduler, seen: list, groups: int) -> None:
@@ -59,7 +46,7 @@ class StartFails(TextPolicy):
 def test_a_policy_that_fails_to_start_gives_an_error_trajectory_not_a_failed_rollout(registered_counter):
     tasks = TaskSet.generate(ENV_ID, 30)
     scheduler = RolloutScheduler(ENV_ID, StartFails(), RolloutConfig(concurrency=8, max_retries=0))
-    seen = asyncio.run(asyncio.wait_for(_play(scheduler, tasks), timeout=30))
+    seen = asyncio.run(asyncio.wait_for(delivered(scheduler, tasks), timeout=30))
     errors = [t for t in seen if t.status == "error"]
     assert errors and len(seen) == 30
     assert {t.info["error_cause"] for t in errors} == {"policy:RuntimeError"}
@@ -87,7 +74,7 @@ class RecordFails(TextPolicy):
 
 def test_a_session_that_fails_to_record_marks_its_trajectory_as_an_error(registered_counter):
     scheduler = RolloutScheduler(ENV_ID, RecordFails(), RolloutConfig(concurrency=4, max_retries=0))
-    seen = asyncio.run(asyncio.wait_for(_play(scheduler, TaskSet.generate(ENV_ID, 6)), timeout=30))
+    seen = asyncio.run(asyncio.wait_for(delivered(scheduler, TaskSet.generate(ENV_ID, 6)), timeout=30))
     assert len(seen) == 6 and all(t.status == "error" for t in seen)
     assert {t.info["error_cause"] for t in seen} == {"record:ValueError"}
     _assert_adds_up(scheduler, seen, 6)
@@ -113,7 +100,7 @@ def test_closes_that_raise_are_counted_and_lose_nothing(registered_counter, monk
     monkeypatch.setattr(CounterEnv, "aclose", aclose)
     tasks = TaskSet.generate(ENV_ID, 20)
     scheduler = RolloutScheduler(ENV_ID, FailsAtFirstTurnSometimes(), RolloutConfig(concurrency=8, max_retries=0))
-    seen = asyncio.run(asyncio.wait_for(_play(scheduler, tasks), timeout=30))
+    seen = asyncio.run(asyncio.wait_for(delivered(scheduler, tasks), timeout=30))
     assert len(seen) == 20 and 0 < scheduler.metrics.errored < 20
     assert scheduler.metrics.close_errors == scheduler._pool.created
     _assert_adds_up(scheduler, seen, 20)
@@ -149,7 +136,7 @@ def test_an_environment_given_back_is_closed_in_full_even_when_its_episode_is_ca
     monkeypatch.setattr(CounterEnv, "aclose", aclose)
     config = RolloutConfig(concurrency=16, group_size=1, redundancy=1, max_retries=0)
     scheduler = RolloutScheduler(ENV_ID, FailsAtFirstTurnSometimes(), config)
-    seen = asyncio.run(asyncio.wait_for(_play(scheduler, TaskSet.generate(ENV_ID, 20)), timeout=30))
+    seen = asyncio.run(asyncio.wait_for(delivered(scheduler, TaskSet.generate(ENV_ID, 20)), timeout=30))
     assert closes == {"done": scheduler._pool.created, "cut": 0}
     assert scheduler.metrics.errored > 0
     _assert_adds_up(scheduler, seen, 20)
@@ -162,7 +149,7 @@ def test_a_close_that_hangs_is_given_up_after_the_episode_time_limit(registered_
     monkeypatch.setattr(CounterEnv, "aclose", aclose)
     config = RolloutConfig(concurrency=4, timeouts=Timeouts(episode=0.5, turn=0.5, tool=0.5))
     scheduler = RolloutScheduler(ENV_ID, OraclePolicy(), config)
-    seen = asyncio.run(asyncio.wait_for(_play(scheduler, TaskSet.generate(ENV_ID, 4)), timeout=10))
+    seen = asyncio.run(asyncio.wait_for(delivered(scheduler, TaskSet.generate(ENV_ID, 4)), timeout=10))
     assert len(seen) == 4 and all(t.status == "ok" for t in seen)
     assert scheduler.metrics.close_errors == scheduler._pool.created
 
@@ -260,7 +247,7 @@ def test_closing_an_environment_whose_step_is_stuck_never_blocks_the_event_loop(
                 lags.append(time.perf_counter() - before - 0.02)
 
         watcher = asyncio.create_task(watch())
-        seen = await _play(scheduler, TaskSet.generate(stuck_pinned, 4))
+        seen = await delivered(scheduler, TaskSet.generate(stuck_pinned, 4))
         watcher.cancel()
         return seen
 

@@ -13,6 +13,7 @@ from agentgym.inference import GenerationRequest, SamplingParams
 from agentgym.inference.torch_engine import TorchEngine
 from agentgym.registration import make
 from agentgym.rollout import LMPolicy, RolloutConfig, RolloutScheduler
+from tests.rollout.streams import delivered
 
 FAST = SamplingParams(max_tokens=12)
 
@@ -22,19 +23,6 @@ def engine(tiny_model_dir):
     engine = TorchEngine(tiny_model_dir, seed=0)
     yield engine
     asyncio.run(engine.close())
-
-
-async def _run(scheduler: RolloutScheduler, tasks) -> list:
-    seen = []
-
-    async def read() -> None:
-        async for trajectory in scheduler.stream:
-            seen.append(trajectory)
-
-    async with asyncio.TaskGroup() as group:
-        group.create_task(read())
-        await scheduler.run(tasks)
-    return seen
 
 
 def test_trajectory_ids_are_the_conversation_token_in_token_out(engine):
@@ -105,7 +93,7 @@ def test_failing_engine_requests_become_counted_errors(engine):
     tasks = TaskSet.generate("tools/Calculator-v0", 12)
     config = RolloutConfig(concurrency=6, max_retries=1, timeouts=Timeouts(episode=120, turn=60, tool=10))
     scheduler = RolloutScheduler("tools/Calculator-v0", policy, config, env_kwargs={"max_turns": 3})
-    seen = asyncio.run(asyncio.wait_for(_run(scheduler, tasks), timeout=120))
+    seen = asyncio.run(asyncio.wait_for(delivered(scheduler, tasks), timeout=120))
     m = scheduler.metrics
     errors = [t for t in seen if t.status == "error"]
     assert errors and {t.info["error_cause"] for t in errors} == {"policy:ConnectionResetError"}
@@ -133,7 +121,7 @@ def _rollout_across_an_update(model_dir, max_staleness: int | None) -> tuple[lis
 
         async with asyncio.TaskGroup() as group:
             group.create_task(trainer())
-            seen = await _run(scheduler, tasks)
+            seen = await delivered(scheduler, tasks)
         await engine.close()
         return seen
 
@@ -176,7 +164,7 @@ def test_engine_shut_down_mid_rollout_ends_every_episode_as_an_error(tiny_model_
 
         async with asyncio.TaskGroup() as group:
             group.create_task(crash())
-            return await _run(scheduler, TaskSet.generate("games/FrozenLake-v0", 12))
+            return await delivered(scheduler, TaskSet.generate("games/FrozenLake-v0", 12))
 
     seen = asyncio.run(asyncio.wait_for(main(), timeout=120))
     m = scheduler.metrics
