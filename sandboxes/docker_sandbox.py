@@ -163,11 +163,7 @@ class _Channel:
     def close(self) -> None:
         """End the attachment (the server sees end of input); waiting requests fail."""
         self._fail("the sandbox is closed")
-        for closable in (self._stream, self._socket):
-            try:
-                closable.close()
-            except OSError:
-                pass
+        _close_attached(self._stream)
 
     def _receive(self) -> None:
         from docker.utils.socket import SocketError, frames_iter
@@ -287,20 +283,37 @@ def _create(spec: SandboxSpec) -> DockerSandbox:
         raise SandboxUnavailable(f"image {image} is not present here: docker pull {image}") from exc
     except (errors.DockerException, OSError) as exc:
         raise SandboxStartError(f"cannot create a container from {image}: {exc}") from exc
+    stream = None
     try:
         stream = docker.api.attach_socket(name, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
         docker.api.start(name)
     except (errors.DockerException, OSError) as exc:
+        if stream is not None:
+            _close_attached(stream)
         _remove(name)
         raise SandboxStartError(f"container {name} from {image} did not start: {exc}") from exc
     largest = max(spec.output_limit, spec.file_limit) * 2 * 4 // 3  # two streams, as base64
     return DockerSandbox(spec, name, _Channel(stream, name, max_frame=largest + 64 * 1024))
 
 
+def _close_attached(stream: Any) -> None:
+    """Close an attachment from ``attach_socket``: the file object and the socket under it."""
+    for closable in (stream, getattr(stream, "_sock", stream)):
+        try:
+            closable.close()
+        except OSError:
+            pass
+
+
 def _discard(creating: Future[DockerSandbox]) -> None:
-    """Remove the container of a creation nobody waits for any more (runs in the creating thread)."""
+    """Remove the container of a creation nobody waits for any more, and close its attached socket (runs in
+    the creating thread)."""
     if not creating.cancelled() and creating.exception() is None:
-        _remove(creating.result().id)
+        sandbox = creating.result()
+        try:
+            _remove(sandbox.id)
+        finally:
+            sandbox._channel.close()
 
 
 @functools.cache

@@ -191,8 +191,9 @@ def test_a_command_that_ignores_the_polite_stop_is_killed_and_counts_as_timed_ou
     assert run(sandbox.exec("ps -eo args | grep -c '^sleep 60' || true", timeout=10)).stdout.strip() == "0"
 
 
-def test_a_creation_cancelled_midway_leaves_no_container(docker_engine):
+def test_a_creation_cancelled_midway_leaves_no_container_and_no_socket(docker_engine):
     mine = {"label": f"{OWNER_LABEL}={owner()}"}
+    gc.collect()  # what earlier tests left is not this test's
 
     async def cancel_once_the_container_exists():
         creating = asyncio.create_task(open_sandbox("docker"))
@@ -202,11 +203,15 @@ def test_a_creation_cancelled_midway_leaves_no_container(docker_engine):
         with pytest.raises(asyncio.CancelledError):
             await creating
 
-    run(cancel_once_the_container_exists())
-    deadline = time.monotonic() + 20
-    while client().api.containers(all=True, filters=mine) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not client().api.containers(all=True, filters=mine)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        run(cancel_once_the_container_exists())
+        deadline = time.monotonic() + 20
+        while client().api.containers(all=True, filters=mine) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not client().api.containers(all=True, filters=mine)
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
 
 
 def test_a_missing_image_is_unavailable_not_pulled(docker_engine):
@@ -242,6 +247,7 @@ def test_probing_an_engine_that_is_not_there_leaves_no_socket_open(tmp_path, mon
             left.bind(str(path))
     monkeypatch.setenv("DOCKER_HOST", f"unix://{path}")
     monkeypatch.setattr(docker_engine, "_client", None)
+    gc.collect()  # what earlier tests left is not this test's
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ResourceWarning)
         assert not docker_engine._answers(docker)
