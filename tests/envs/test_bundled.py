@@ -1,9 +1,9 @@
-"""Every bundled environment: the conformance checks, the oracle on 200 seeds, random below it,
-and fuzzed actions that never raise.
+"""Every bundled environment: the conformance checks, the oracle on 200 seeds (40 of a sandboxed one in the
+default run), random below it, and fuzzed actions that never raise.
 
 Environments in a real browser or on a desktop in a container take seconds to start each time one is made,
-so the default run checks and fuzzes one of them per entry point (the rest are marked slow), and leaves
-the oracle and the random policy to their own test modules, which play every task at every difficulty."""
+so the default run checks two of them and fuzzes one per entry point with one parser (the rest are marked
+slow), and leaves the oracle and the random policy to their own test modules."""
 
 from __future__ import annotations
 
@@ -28,23 +28,57 @@ IN_SANDBOX = {s.id for s in SPECS if "sandbox" in s.tags}
 SANDBOX_TIMEOUT = 600
 """Seconds for a sandboxed env's test: 400 oracle and random episodes start a sandbox process per command,
 about 55 s on 2 idle cores and past the default 120 s with other work beside them."""
+SEEDS = 200
+SANDBOX_SEEDS = 40
+"""Seeds of a sandboxed env's oracle test in the default run, every difficulty among them (:data:`SEEDS` of
+them take two minutes); ``-m slow`` plays all :data:`SEEDS`."""
+CHECKED_BY_DEFAULT = {"web/Shop-v0", "gui/ChooseRadio-v0"}
+"""Of :data:`SLOW_TO_START`, those the default run checks: a web site and a widget page. A check of one of
+them takes 15 to 50 s (Gymnasium's checker alone resets 14 times and closes 4 times); ``-m slow`` checks the
+rest, and their own modules play their oracle and random policy at every difficulty in the default run."""
+PARSERS = ("hermes", "pythonic")
 
 
-def _params(*, every_slow_one: bool) -> list[object]:
-    """Each bundled id, marked ``docker`` or ``browser`` where it needs one; of those :data:`SLOW_TO_START`, all
-    (the first of each entry point in the default run, the rest marked slow) or none."""
+def _param(*values: object, slow: bool = False) -> object:
+    """``values`` marked ``docker`` or ``browser`` where the env (the first value) needs one, with the
+    sandboxed envs' timeout, and ``slow`` where asked."""
+    env_id = values[0]
+    marks = [pytest.mark.docker] if env_id in ON_DESKTOP else []
+    marks += [pytest.mark.browser] if env_id in IN_BROWSER else []
+    marks += [pytest.mark.timeout(SANDBOX_TIMEOUT)] if env_id in IN_SANDBOX else []
+    marks += [pytest.mark.slow] if slow else []
+    return pytest.param(*values, marks=marks)
+
+
+def _check_params() -> list[object]:
+    """Every bundled id; those :data:`SLOW_TO_START` but not :data:`CHECKED_BY_DEFAULT` marked slow."""
+    return [_param(s.id, slow=s.id in SLOW_TO_START - CHECKED_BY_DEFAULT) for s in SPECS]
+
+
+def _oracle_params() -> list[object]:
+    """(id, seeds) of every bundled id but those :data:`SLOW_TO_START` (their own modules play them): with
+    :data:`SEEDS`, a sandboxed one with :data:`SANDBOX_SEEDS` and with :data:`SEEDS` marked slow."""
+    params = []
+    for spec in SPECS:
+        if spec.id in SLOW_TO_START:
+            continue
+        if spec.id in IN_SANDBOX:
+            params.append(_param(spec.id, SANDBOX_SEEDS))
+        params.append(_param(spec.id, SEEDS, slow=spec.id in IN_SANDBOX))
+    return params
+
+
+def _fuzz_params() -> list[object]:
+    """(id, parser) of every bundled id with every parser. Of those :data:`SLOW_TO_START`, the default run
+    fuzzes the first of each entry point with one parser (taking turns), and the rest are marked slow."""
     params, seen = [], set()
     for spec in SPECS:
-        marks = [pytest.mark.docker] if spec.id in ON_DESKTOP else []
-        marks += [pytest.mark.browser] if spec.id in IN_BROWSER else []
-        marks += [pytest.mark.timeout(SANDBOX_TIMEOUT)] if spec.id in IN_SANDBOX else []
+        first = spec.id in SLOW_TO_START and spec.entry_point not in seen
+        for parser in PARSERS:
+            chosen = first and parser == PARSERS[len(seen) % len(PARSERS)]
+            params.append(_param(spec.id, parser, slow=spec.id in SLOW_TO_START and not chosen))
         if spec.id in SLOW_TO_START:
-            if not every_slow_one:
-                continue
-            if spec.entry_point in seen:
-                marks.append(pytest.mark.slow)
             seen.add(spec.entry_point)
-        params.append(pytest.param(spec.id, marks=marks))
     return params
 
 
@@ -64,7 +98,7 @@ def test_the_bundled_families_are_registered():
     assert {"games/FrozenLake-v0", "games/Sokoban-v0", "tools/Calculator-v0"} <= set(BUNDLED)
 
 
-@pytest.mark.parametrize("env_id", _params(every_slow_one=True))
+@pytest.mark.parametrize("env_id", _check_params())
 def test_check_env_passes(env_id):
     env = agentgym.make(env_id)
     report = agentgym.check_env(env, episodes=1 if env_id in SLOW_TO_START else 3)
@@ -72,12 +106,12 @@ def test_check_env_passes(env_id):
     env.close()
 
 
-@pytest.mark.parametrize("env_id", _params(every_slow_one=False))
-def test_oracle_solves_200_seeds_and_random_scores_below(env_id):
+@pytest.mark.parametrize(("env_id", "seeds"), _oracle_params())
+def test_oracle_solves_every_seed_and_random_scores_below(env_id, seeds):
     env = agentgym.make(env_id)
     levels = list(env.difficulties)
     env.close()
-    tasks = TaskSet.generate(env_id, 200, split="test", difficulties=levels)
+    tasks = TaskSet.generate(env_id, seeds, split="test", difficulties=levels)
     oracle = asyncio.run(agentgym.evaluate(env_id, OraclePolicy(), tasks))
     random = asyncio.run(agentgym.evaluate(env_id, RandomPolicy(), tasks))
     assert oracle.summary.success_rate == 1.0 and oracle.summary.infra_errors == 0
@@ -102,11 +136,10 @@ actions = st.one_of(
 )
 
 
-@pytest.mark.parametrize("env_id", _params(every_slow_one=True))
-@pytest.mark.parametrize("parser", ["hermes", "pythonic"])
+@pytest.mark.parametrize(("env_id", "parser"), _fuzz_params())
 def test_fuzzed_actions_never_raise(env_id, parser):
     @given(data=st.data())
-    @settings(max_examples=4 if env_id in SLOW_TO_START else 60, deadline=None,
+    @settings(max_examples=4 if env_id in SLOW_TO_START else 20 if env_id in IN_SANDBOX else 60, deadline=None,
               suppress_health_check=[HealthCheck.too_slow])
     def fuzz(data):
         env = agentgym.make(env_id, parser=parser)

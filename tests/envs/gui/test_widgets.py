@@ -105,8 +105,8 @@ async def _play_all(seeds: range, parallel: int) -> dict[tuple[str, str, int], t
 
 @pytest.mark.browser
 def test_the_oracle_solves_every_task_at_every_difficulty_and_an_untouched_page_scores_zero(loop):
-    results = loop.run(_play_all(range(2), parallel=2))
-    assert len(results) == len(TASKS) * len(DIFFICULTIES) * 2
+    results = loop.run(_play_all(range(1), parallel=2))
+    assert len(results) == len(TASKS) * len(DIFFICULTIES)
     assert {key: value for key, value in results.items() if value != (1.0, True, 0.0)} == {}
 
 

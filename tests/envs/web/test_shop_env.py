@@ -169,6 +169,7 @@ def test_the_oracle_solves_every_instruction_of_the_shop():
     assert asyncio.run(scenario()) == []
 
 
+@pytest.mark.slow  # a minute; the eight-episode tests of each site run by default
 @pytest.mark.timeout(360)
 def test_with_32_episodes_in_flight_each_action_is_observed_on_the_page_it_led_to():
     # Under load an action can return before the navigation it starts; an observation taken then would show
