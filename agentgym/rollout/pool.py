@@ -12,18 +12,19 @@ import logging
 from typing import Any
 
 from agentgym.core import Env
-from agentgym.registration import make
+from agentgym.registration import EnvSpec, make
 
 logger = logging.getLogger(__name__)
 
 
 class EnvPool:
-    """Hands out instances of one environment id; never more idle ones than ``max_idle``; each close may
-    take ``close_timeout`` seconds (``None``: no limit)."""
+    """Hands out instances of one environment (an id, or a spec, which needs no registration); never more idle
+    ones than ``max_idle``; each close may take ``close_timeout`` seconds (``None``: no limit)."""
 
-    def __init__(self, env_id: str, env_kwargs: dict[str, Any] | None = None, *, max_idle: int = 1024,
+    def __init__(self, env: str | EnvSpec, env_kwargs: dict[str, Any] | None = None, *, max_idle: int = 1024,
                  close_timeout: float | None = None) -> None:
-        self.env_id, self.env_kwargs, self.max_idle = env_id, dict(env_kwargs or {}), max_idle
+        self.env, self.env_kwargs, self.max_idle = env, dict(env_kwargs or {}), max_idle
+        self.env_id = env.id if isinstance(env, EnvSpec) else env
         self.close_timeout = close_timeout
         self._idle: list[Env] = []
         self._closing: set[asyncio.Task[None]] = set()
@@ -36,7 +37,7 @@ class EnvPool:
         if self._idle:
             return self._idle.pop()
         self.created += 1
-        return make(self.env_id, **self.env_kwargs)
+        return make(self.env, **self.env_kwargs)
 
     def release(self, env: Env, *, healthy: bool) -> None:
         """Take an instance back; one that failed (or one too many) starts closing, never reused."""

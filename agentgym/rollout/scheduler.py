@@ -20,12 +20,11 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agentgym.episode import run_episode
 from agentgym.policies import Policy
 from agentgym.rollout.config import RolloutConfig
 from agentgym.rollout.gc_policy import relaxed_gc
 from agentgym.rollout.metrics import RolloutMetrics
-from agentgym.rollout.pool import EnvPool
+from agentgym.rollout.runner import Backend, LocalBackend
 from agentgym.rollout.stream import TrajectoryStream
 from agentgym.tasks import Task
 from agentgym.trajectory import Trajectory
@@ -70,7 +69,8 @@ class RolloutScheduler:
     """Runs ``policy`` on tasks of ``env_id`` under ``config``, writing finished trajectories to ``stream``.
 
     ``engine`` (default: the policy's) supplies the policy version for staleness and the busy time
-    for metrics. ``on_group`` hears of every group when it closes.
+    for metrics. ``on_group`` hears of every group when it closes. ``backend`` says where the episodes
+    play (default: here, on the scheduler's loop; see :mod:`agentgym.rollout.runner`).
     """
 
     def __init__(
@@ -83,6 +83,7 @@ class RolloutScheduler:
         engine: Any = None,
         stream: TrajectoryStream | None = None,
         on_group: Callable[[GroupResult], None] | None = None,
+        backend: Backend | None = None,
     ) -> None:
         self.env_id, self.policy = env_id, policy
         self.config = config or RolloutConfig()
@@ -90,7 +91,8 @@ class RolloutScheduler:
         self.stream = stream or TrajectoryStream(self.config.stream_size)
         self.metrics = RolloutMetrics()
         self.on_group = on_group
-        self._pool = EnvPool(env_id, env_kwargs, close_timeout=self.config.timeouts.episode)
+        self.runner = (backend or LocalBackend()).runner(env_id, policy, env_kwargs,
+                                                          close_timeout=self.config.timeouts.episode)
         self._groups: dict[int, _Group] = {}
         """Groups not yet closed, by task index."""
         self._running = 0
@@ -153,9 +155,9 @@ class RolloutScheduler:
                         break
         finally:
             try:
-                await self._pool.close()
+                await self.runner.close()
             finally:
-                self.metrics.close_errors = self._pool.close_errors
+                self.metrics.close_errors = self.runner.close_errors
                 await self.stream.close()
 
     # -- admission ------------------------------------------------------------------------------
@@ -210,17 +212,10 @@ class RolloutScheduler:
                 await self._close(group)
 
     async def _play(self, group: _Group) -> Trajectory:
-        env = self._pool.acquire()
         self.metrics.started += 1
         group.started += 1
-        healthy = False
-        try:
-            seed = (self.config.seed, group.result.index, group.started)
-            trajectory = await run_episode(env, self.policy, group.result.task, seed=seed, timeouts=self.config.timeouts)
-            healthy = trajectory.status != "error"
-            return trajectory
-        finally:
-            self._pool.release(env, healthy=healthy)
+        seed = (self.config.seed, group.result.index, group.started)
+        return await self.runner.play(group.result.task, seed=seed, timeouts=self.config.timeouts)
 
     async def _settle(self, group: _Group, trajectory: Trajectory) -> Outcome:
         """Count a finished episode and decide its fate."""

@@ -1,0 +1,94 @@
+"""Where a rollout's episodes run: here, on the scheduler's event loop (:class:`LocalRunner`), or in env-worker
+processes (:mod:`agentgym.cluster`). The scheduler decides what to play and counts what came back; a runner
+only plays one episode when asked, and never raises for a failed one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+from agentgym.episode import Timeouts, run_episode
+from agentgym.inference import engine_class
+from agentgym.inference.types import InferenceEngine
+from agentgym.policies import Policy
+from agentgym.registration import EnvSpec
+from agentgym.rollout.pool import EnvPool
+from agentgym.tasks import Task
+from agentgym.trajectory import Trajectory
+
+
+class EpisodeRunner(Protocol):
+    """Plays episodes of one environment with one policy; ``close_errors`` counts instances whose close
+    failed (read after :meth:`close`)."""
+
+    close_errors: int
+
+    async def play(self, task: Task, *, seed: tuple[int, ...], timeouts: Timeouts) -> Trajectory:
+        """Play ``task`` to its end; a failed episode is an ``error`` trajectory, never an exception (only
+        cancellation, and a bad environment id or arguments, propagate)."""
+        ...
+
+    async def close(self) -> None:
+        """Close what the runner holds, waiting for it; safe to call twice."""
+        ...
+
+
+class Backend(Protocol):
+    """Where rollouts run: ``local`` plays in this process, ``ray`` in env-worker actors with engine replicas."""
+
+    name: str
+
+    def runner(self, env_id: str, policy: Policy, env_kwargs: dict[str, Any] | None, *,
+               close_timeout: float | None) -> EpisodeRunner:
+        """A runner of ``env_id`` (built with ``env_kwargs``) for ``policy``; instances close within
+        ``close_timeout`` seconds."""
+        ...
+
+    def engine(self, name: str, model: str | Path, **engine_kwargs: Any) -> InferenceEngine:
+        """Inference engine ``name`` (``torch``, ``vllm``) serving the local model folder ``model``."""
+        ...
+
+
+class LocalRunner:
+    """Plays episodes on the running event loop with instances from an :class:`EnvPool` (a healthy one is
+    reused, a failed one closed)."""
+
+    def __init__(self, env: str | EnvSpec, policy: Policy, env_kwargs: dict[str, Any] | None = None, *,
+                 close_timeout: float | None = None) -> None:
+        self.policy = policy
+        self._pool = EnvPool(env, env_kwargs, close_timeout=close_timeout)
+
+    @property
+    def close_errors(self) -> int:
+        return self._pool.close_errors
+
+    @property
+    def created(self) -> int:
+        """Environment instances made so far."""
+        return self._pool.created
+
+    async def play(self, task: Task, *, seed: tuple[int, ...], timeouts: Timeouts) -> Trajectory:
+        env = self._pool.acquire()
+        healthy = False
+        try:
+            trajectory = await run_episode(env, self.policy, task, seed=seed, timeouts=timeouts)
+            healthy = trajectory.status != "error"
+            return trajectory
+        finally:
+            self._pool.release(env, healthy=healthy)
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+
+class LocalBackend:
+    """Every episode in this process, on the rollout's event loop."""
+
+    name = "local"
+
+    def runner(self, env_id: str, policy: Policy, env_kwargs: dict[str, Any] | None, *,
+               close_timeout: float | None) -> LocalRunner:
+        return LocalRunner(env_id, policy, env_kwargs, close_timeout=close_timeout)
+
+    def engine(self, name: str, model: str | Path, **engine_kwargs: Any) -> InferenceEngine:
+        return engine_class(name)(model, **engine_kwargs)
