@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from agentgym.algorithms import PolicyLossConfig
+from agentgym.cluster.config import BackendConfig
 from agentgym.config import Config
 from agentgym.episode import Timeouts
 from agentgym.suites import load_suite
@@ -159,6 +160,8 @@ class TrainConfig(Config):
     trainer: TrainerSection = TrainerSection()
     eval: EvalSection = EvalSection()
     checkpoint: CheckpointSection = CheckpointSection()
+    rollout: BackendConfig = BackendConfig()
+    """Where episodes and the engine run: ``rollout.backend=ray`` puts them in Ray actors (``rollout.ray.*``)."""
 
     @model_validator(mode="after")
     def _fits(self) -> TrainConfig:

@@ -36,11 +36,11 @@ from rich.console import Console
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from agentgym.algorithms import compute_advantages
+from agentgym.cluster import open_backend
 from agentgym.config import dump_config, load_config
 from agentgym.errors import AgentGymError
 from agentgym.evaluation.records import RunSpec, tasks_digest
 from agentgym.evaluation.run import run_evaluation
-from agentgym.inference import engine_class
 from agentgym.inference._torch_loading import quiet_progress_bars
 from agentgym.inference.types import SamplingParams
 from agentgym.metrics_log import JSONL_NAME, MetricsLog, plot_curves, read_metrics, rewind_jsonl
@@ -49,6 +49,7 @@ from agentgym.rollout.background import BackgroundLoop
 from agentgym.rollout.config import RolloutConfig
 from agentgym.rollout.iterate import drain
 from agentgym.rollout.lm_policy import LMPolicy
+from agentgym.rollout.runner import Backend, LocalBackend
 from agentgym.rollout.scheduler import RolloutScheduler, group_id
 from agentgym.rollout.stream import TrajectoryStream
 from agentgym.suites import load_suite
@@ -133,6 +134,7 @@ class _Run:
         self.learner = Learner(model, config)
         self.data = DataPosition()
         self.step = 0
+        self.backend: Backend = LocalBackend()
         if checkpoint is not None:
             state = load_trainer_state(checkpoint)
             self.learner.optimizer.load_state_dict(state.optimizer)
@@ -146,7 +148,8 @@ class _Run:
 
     def run(self) -> TrainResult:
         started = time.perf_counter()
-        with BackgroundLoop() as background, MetricsLog(self.run_dir) as log:
+        with open_backend(self.config.rollout) as self.backend, BackgroundLoop() as background, \
+                MetricsLog(self.run_dir) as log:
             engine = self._engine(background)
             try:
                 self._train(background, engine, log)
@@ -173,7 +176,9 @@ class _Run:
         elif self.config.model.dtype:  # the engine samples in the dtype the learner trains in
             kwargs.setdefault("dtype", self.config.model.dtype)
         kwargs.setdefault("max_model_len", config.max_context)
-        engine = engine_class(config.name)(self.source, **kwargs)
+        if config.name == "torch":  # for replicas in processes of their own; here, torch's threads are set already
+            kwargs.setdefault("threads", config.threads)
+        engine = self.backend.engine(config.name, self.source, **kwargs)
         if self.step:
             background.run(engine.update_weights(self.learner.model.state_dict(), version=self.step))
         return engine
@@ -201,7 +206,7 @@ class _Run:
             timeouts=trainer.timeouts,
         )
         scheduler = RolloutScheduler(config.env.id, self._policy(engine), rollout_config,
-                                     env_kwargs=config.env.kwargs, engine=engine)
+                                     env_kwargs=config.env.kwargs, engine=engine, backend=self.backend)
         with TrainProgress(trainer.steps, self.step, console=self.console) as progress:
             if self.step == 0:
                 self._evaluate(background, engine, log, progress)
@@ -307,7 +312,7 @@ class _Run:
         spec = self.eval_spec.model_copy(update={"agent": f"learner-step-{self.step}"})
         started = scheduler.metrics.started if scheduler else 0
         scores = background.run(run_evaluation(spec, tasks, policy, folder, concurrency=self.config.eval.concurrency,
-                                               timeouts=self.config.trainer.timeouts))
+                                               timeouts=self.config.trainer.timeouts, backend=self.backend))
         values = {"eval/success_rate": scores.success_rate, "eval/reward_mean": scores.mean_reward,
                   "eval/turns_mean": scores.mean_turns, "eval/infra_errors": scores.infra_errors,
                   **{f"eval/success_{b.name}": b.success_rate for b in scores.by_difficulty}}

@@ -15,6 +15,7 @@ import yaml
 from rich.table import Table
 
 from agentgym.cli import _bad_arguments, _select, err, out
+from agentgym.cluster import BackendConfig, RayConfig, open_backend
 from agentgym.evaluation.compare import compare_runs
 from agentgym.evaluation.leaderboard import RECORDED_RUNS, write_leaderboard
 from agentgym.evaluation.records import RunFolder, RunSpec, tasks_digest
@@ -27,6 +28,7 @@ from agentgym.policies import POLICIES, get_policy
 from agentgym.progress import LiveProgress
 from agentgym.registration import make
 from agentgym.rollout.engines import engine_policy
+from agentgym.rollout.runner import Backend
 from agentgym.suites import load_suite
 from agentgym.tasks import Task, TaskSet
 
@@ -69,12 +71,19 @@ NOTHING_SCORED_EXIT = 3
               help="The run's folder (default runs/eval/<suite or env>-<agent>-<time>).")
 @click.option("--resume", is_flag=True, help="Continue the evaluation in --out, playing only what is missing.")
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON line holding the scores.")
+@click.option("--backend", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="Where the episodes (and a torch or vllm engine) run: here, or in Ray actors.")
+@click.option("--ray-address", help="ray backend: the cluster to join (default: start a local Ray for this run).")
+@click.option("--env-workers", type=click.IntRange(min=1), default=RayConfig().env_workers, show_default=True,
+              help="ray backend: env-worker actors.")
+@click.option("--engine-replicas", type=click.IntRange(min=1), default=RayConfig().engine_replicas, show_default=True,
+              help="ray backend: engine replicas (torch, vllm).")
 def eval_command(
     env_ids: tuple[str, ...], suite: str | None, eval_all: bool, family: str | None, policy: str | None,
     engine: str | None, model_path: str | None, base_url: str | None, tokenizer: str | None, temperature: float,
     top_p: float, max_tokens: int, max_context: int, samples: int, split: str, episodes: int, difficulty: str | None,
     seed: int, env_args: tuple[str, ...], concurrency: int, retries: int, out_dir: Path | None, resume: bool,
-    as_json: bool,
+    as_json: bool, backend: str, ray_address: str | None, env_workers: int, engine_replicas: int,
 ) -> None:
     """Evaluate a reference policy or a model on a suite or on environments; write a report.
 
@@ -101,8 +110,11 @@ def eval_command(
                    env_args=parsed_args)
     label = suite_name or (tasks[0].env_id.replace("/", "-") if len({t.env_id for t in tasks}) == 1 else "envs")
     out_dir = out_dir or Path("runs") / "eval" / f"{label}-{agent}-{time.strftime('%Y%m%d-%H%M%S')}"
-    with _bad_arguments():
-        scores = asyncio.run(_run(spec, tasks, out_dir, resume=resume, concurrency=concurrency, max_context=max_context))
+    where = BackendConfig(backend=backend, ray=RayConfig(address=ray_address, env_workers=env_workers,  # type: ignore[arg-type]
+                                                         engine_replicas=engine_replicas))
+    with _bad_arguments(), open_backend(where) as opened:
+        scores = asyncio.run(_run(spec, tasks, out_dir, resume=resume, concurrency=concurrency, max_context=max_context,
+                                  backend=opened))
     _print(scores, out_dir)
     _print_first_traceback(RunFolder(out_dir))
     if as_json:
@@ -157,14 +169,14 @@ def _env_args(args: tuple[str, ...], env_ids: set[str]) -> dict[str, dict[str, A
 
 
 async def _run(spec: RunSpec, tasks: list[Task], out_dir: Path, *, resume: bool, concurrency: int,
-               max_context: int) -> RunScores:
-    """Start the policy (a model's engine once), then play the run with a progress bar."""
+               max_context: int, backend: Backend) -> RunScores:
+    """Start the policy (a model's engine once), then play the run on ``backend`` with a progress bar."""
     async with AsyncExitStack() as stack:
         if spec.engine is not None:
             err.print(f"starting the {spec.engine} engine on {spec.model} ...", markup=False)
             agent = await stack.enter_async_context(engine_policy(
                 spec.engine, str(spec.model), base_url=spec.base_url, sampling=spec.sampling,
-                tokenizer=spec.tokenizer, max_context=max_context))
+                tokenizer=spec.tokenizer, max_context=max_context, backend=backend))
         else:
             agent = get_policy(str(spec.policy))
         # off a terminal, a line at most every 10 s: an evaluation has hundreds of episodes
@@ -174,7 +186,7 @@ async def _run(spec: RunSpec, tasks: list[Task], out_dir: Path, *, resume: bool,
                 progress.update(completed=p.done, description=f"{p.env_id} · {spec.agent}")
 
             return await run_evaluation(spec, tasks, agent, out_dir, resume=resume, concurrency=concurrency,
-                                        on_progress=show)
+                                        on_progress=show, backend=backend)
 
 
 def _print(s: RunScores, out_dir: Path) -> None:

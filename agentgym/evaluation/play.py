@@ -14,6 +14,7 @@ from agentgym.evaluation.scores import mean
 from agentgym.policies import Policy
 from agentgym.rollout.config import RolloutConfig
 from agentgym.rollout.metrics import RolloutMetrics
+from agentgym.rollout.runner import Backend
 from agentgym.rollout.scheduler import GroupResult, RolloutScheduler
 from agentgym.rollout.stream import TrajectoryStream
 from agentgym.tasks import Task, TaskSet
@@ -71,17 +72,19 @@ async def play_tasks(
     *,
     indices: Sequence[int] | None = None,
     env_kwargs: dict[str, Any] | None = None,
+    backend: Backend | None = None,
 ) -> RolloutMetrics:
     """Play every task once through the asynchronous rollout. An episode that fails on infrastructure
     is played again while ``config.max_retries`` lasts; the last attempt is the task's final trajectory.
-    ``indices`` (default 0, 1, ...) name the tasks and seed the policy (see :class:`RolloutScheduler`)."""
+    ``indices`` (default 0, 1, ...) name the tasks and seed the policy (see :class:`RolloutScheduler`);
+    ``backend`` says where the episodes play (default: here)."""
 
     def on_group(group: GroupResult) -> None:
         if group.kept or group.errors:  # a group whose episodes were all cancelled has nothing to report
             final = group.kept[0] if group.kept else group.errors[-1]
             settle(group.index, final, [t for t in group.errors if t is not final])
 
-    scheduler = RolloutScheduler(env_id, policy, config, env_kwargs=env_kwargs, on_group=on_group)
+    scheduler = RolloutScheduler(env_id, policy, config, env_kwargs=env_kwargs, on_group=on_group, backend=backend)
     async with asyncio.TaskGroup() as group:
         group.create_task(_drain(scheduler.stream))
         return await scheduler.run(tasks, indices=indices)
@@ -98,11 +101,13 @@ async def evaluate(
     max_retries: int = 1,
     env_kwargs: dict[str, Any] | None = None,
     on_episode: Callable[[Trajectory], None] | None = None,
+    backend: Backend | None = None,
 ) -> EvalResult:
     """Play every task once, ``concurrency`` episodes at a time, and keep the results in memory.
 
     An episode that fails on infrastructure is played again up to ``max_retries`` times; a task that
-    never succeeds keeps its last error. ``on_episode`` hears of each task's final trajectory.
+    never succeeds keeps its last error. ``on_episode`` hears of each task's final trajectory; ``backend``
+    says where the episodes play (default: here).
     """
     config = RolloutConfig(concurrency=concurrency, seed=seed, max_retries=max_retries, timeouts=timeouts or Timeouts())
     results: list[Trajectory | None] = [None] * len(tasks)
@@ -112,7 +117,7 @@ async def evaluate(
         if on_episode is not None:
             on_episode(final)
 
-    metrics = await play_tasks(env_id, policy, tasks, config, settle, env_kwargs=env_kwargs)
+    metrics = await play_tasks(env_id, policy, tasks, config, settle, env_kwargs=env_kwargs, backend=backend)
     trajectories = [t for t in results if t is not None]
     summary = EvalSummary.of(env_id, policy.name, trajectories, metrics.wall_seconds)
     return EvalResult(summary=summary, trajectories=trajectories, metrics=metrics)

@@ -22,6 +22,7 @@ from agentgym.evaluation.report import write_report
 from agentgym.evaluation.scores import RunScores, score
 from agentgym.policies import Policy
 from agentgym.rollout.config import RolloutConfig
+from agentgym.rollout.runner import Backend
 from agentgym.tasks import Task
 from agentgym.trajectory import Trajectory
 
@@ -51,9 +52,11 @@ async def run_evaluation(
     concurrency: int = 8,
     timeouts: Timeouts | None = None,
     on_progress: Callable[[Progress], None] | None = None,
+    backend: Backend | None = None,
 ) -> RunScores:
     """Play ``tasks`` under ``spec`` into ``folder`` (new, or the same spec's with ``resume``), then write
-    ``summary.json``, ``report.md`` and ``report.html`` there and return the scores."""
+    ``summary.json``, ``report.md`` and ``report.html`` there and return the scores. ``backend`` says where
+    the episodes play (default: here); it changes no score."""
     if spec.tasks_sha256 != tasks_digest(tasks):
         raise ValueError("spec.tasks_sha256 is not the checksum of the tasks given")
     run = RunFolder(folder)
@@ -83,7 +86,8 @@ async def run_evaluation(
         if on_progress is not None:
             on_progress(Progress(env_id, finished, total))
         await play_tasks(env_id, policy, [task for _, task, _ in items], config, settle,
-                         indices=[index for index, _, _ in items], env_kwargs=spec.env_kwargs(env_id))
+                         indices=[index for index, _, _ in items], env_kwargs=spec.env_kwargs(env_id),
+                         backend=backend)
     return finish(run.path, previous_wall + time.perf_counter() - started)
 
 

@@ -51,6 +51,9 @@ class GenerationRequest(BaseModel):
     text-only model leaves them out, and the model reads what the template wrote in their place."""
     sampling: SamplingParams = SamplingParams()
     request_id: str = Field(default_factory=lambda: f"req-{next(_request_ids)}")
+    session: str | None = None
+    """The conversation this request continues (one episode's turns share it): an engine with replicas sends
+    a session's requests to one replica, whose prefix cache holds the conversation."""
 
 
 class GenerationResult(BaseModel):

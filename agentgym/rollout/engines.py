@@ -11,6 +11,7 @@ from agentgym.inference import engine_class
 from agentgym.inference.types import SamplingParams
 from agentgym.rollout.chat_policy import ChatPolicy
 from agentgym.rollout.lm_policy import LMPolicy
+from agentgym.rollout.runner import Backend, LocalBackend
 
 
 @asynccontextmanager
@@ -22,25 +23,30 @@ async def engine_policy(
     tokenizer: str | Path | None = None,
     sampling: SamplingParams | None = None,
     max_context: int = 4096,
+    backend: Backend | None = None,
     **engine_kwargs: Any,
 ) -> AsyncIterator[LMPolicy | ChatPolicy]:
     """Start ``engine`` on ``model`` (a local folder for ``torch``/``vllm``, a served model name for
     ``openai`` at ``base_url``), yield a policy backed by it, and close the engine afterwards. On ``openai``,
-    a local ``tokenizer`` makes the policy token-level (``/v1/completions``, as on ``torch``) instead of chat."""
-    cls = engine_class(engine)
+    a local ``tokenizer`` makes the policy token-level (``/v1/completions``, as on ``torch``) instead of chat.
+    ``backend`` makes a ``torch``/``vllm`` engine (on ``ray``: replicas as actors)."""
+    backend = backend or LocalBackend()
     label = f"{engine}-{Path(str(model)).name or model}"
     if engine == "openai":
+        if backend.name != "local":
+            raise ValueError(f"the {backend.name} backend plays with a torch or vllm engine, or a reference policy; "
+                             "the openai engine's connection stays in this process")
         if not base_url:
             raise ValueError("the openai engine needs base_url (the server's /v1 address)")
-        backend = cls(base_url, str(model), tokenizer=tokenizer, **engine_kwargs)
-        policy: LMPolicy | ChatPolicy = (LMPolicy(backend, sampling, max_context=max_context, name=label) if tokenizer
-                                         else ChatPolicy(backend, sampling, name=label))
+        client = engine_class(engine)(base_url, str(model), tokenizer=tokenizer, **engine_kwargs)
+        policy: LMPolicy | ChatPolicy = (LMPolicy(client, sampling, max_context=max_context, name=label) if tokenizer
+                                         else ChatPolicy(client, sampling, name=label))
     else:
         if not Path(model).is_dir():
             raise ValueError(f"model {str(model)!r} is not a folder; build one with `agentgym model init --preset tiny DIR`")
-        backend = cls(model, **engine_kwargs)
-        policy = LMPolicy(backend, sampling, max_context=max_context, name=label)
+        client = backend.engine(engine, model, **engine_kwargs)
+        policy = LMPolicy(client, sampling, max_context=max_context, name=label)
     try:
         yield policy
     finally:
-        await backend.close()
+        await client.close()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import numpy as np
 
 from agentgym.core import Env
@@ -50,6 +52,7 @@ class TokenSession:
     def __init__(self, policy: LMPolicy, env: Env, rng: np.random.Generator) -> None:
         self.policy, self.env, self.rng = policy, env, rng
         self.tokens = TokenRecord(policy.renderer, [t.to_openai() for t in env.tools])
+        self.id = uuid.uuid4().hex
 
     async def act(self, observation: list[Message]) -> str:
         context = self.tokens.observe(observation)
@@ -58,7 +61,8 @@ class TokenSession:
             raise ContextLimit(f"the conversation fills the context ({len(context)} of {self.policy.max_context} tokens)")
         sampling = self.policy.turn_sampling(self.rng)
         sampling = sampling.model_copy(update={"max_tokens": min(sampling.max_tokens, room), "seed": int(self.rng.integers(2**31))})
-        request = GenerationRequest(prompt_ids=context, images=list(self.tokens.images), sampling=sampling)
+        request = GenerationRequest(prompt_ids=context, images=list(self.tokens.images), sampling=sampling,
+                                    session=self.id)
         result = await self.policy.engine.generate(request)
         if result.finish_reason == "abort":
             raise EngineAborted("the engine aborted the request (it was shut down)")

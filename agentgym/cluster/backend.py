@@ -1,0 +1,102 @@
+"""The ``ray`` backend: joins a Ray cluster (or starts a local one), and makes the rollout's env workers and the
+engine's replicas there."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from agentgym.cluster.config import RayConfig
+from agentgym.errors import AgentGymError
+from agentgym.policies import Policy
+from agentgym.registration import spec
+
+INSTALL = "pip install 'agentgym[ray]'"
+
+
+class RayBackend:
+    """Env workers and engine replicas as Ray actors on the cluster at ``config.address`` (none: a local Ray
+    started here, labelled with what this machine has, and stopped by :meth:`close`). Workers are started on
+    the first rollout that needs their placement and serve every later one."""
+
+    name = "ray"
+
+    def __init__(self, config: RayConfig) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise AgentGymError(f"the ray backend needs Ray: {INSTALL}") from None
+        from agentgym.cluster.placement import Capacity
+
+        self.config = config
+        self.started = False
+        self.capacity = Capacity()
+        self._workers: dict[tuple[tuple[str, float], ...], Any] = {}
+        if not ray.is_initialized():
+            from agentgym.cluster.placement import local_labels
+
+            where = {"address": config.address} if config.address else {"resources": local_labels(),
+                                                                         "include_dashboard": False}
+            ray.init(**where, logging_level=logging.WARNING, runtime_env={"env_vars": worker_env()})
+            self.started = True
+
+    def runner(self, env_id: str, policy: Policy, env_kwargs: dict[str, Any] | None, *,
+               close_timeout: float | None) -> Any:
+        """A runner whose episodes play in :meth:`workers` of ``env_id``."""
+        from agentgym.cluster.env_workers import RayRunner
+
+        return RayRunner(self.workers(env_id), spec(env_id), policy, env_kwargs, close_timeout=close_timeout)
+
+    def workers(self, env_id: str) -> Any:
+        """The env workers placed where ``env_id`` can run (on nodes offering the labels it needs and
+        :attr:`config`'s ``worker_resources``), started on first use and shared by every rollout that needs
+        the same placement."""
+        from agentgym.cluster.env_workers import start_workers
+        from agentgym.cluster.placement import env_resources
+
+        resources = {**env_resources(spec(env_id)), **self.config.worker_resources}
+        key = tuple(sorted(resources.items()))
+        if key not in self._workers:
+            count = self.config.env_workers
+            self.capacity.reserve({"CPU": self.config.worker_cpus, **resources}, count, f"{count} env workers of {env_id}")
+            self._workers[key] = start_workers(count, {"num_cpus": self.config.worker_cpus, "resources": resources,
+                                                       "scheduling_strategy": "SPREAD"})
+        return self._workers[key]
+
+    def engine(self, name: str, model: str | Path, **engine_kwargs: Any) -> Any:
+        """:attr:`config`'s ``engine_replicas`` replicas of engine ``name`` on ``model``, as one engine."""
+        from agentgym.cluster.engines import ReplicatedEngine
+
+        if name not in ("torch", "vllm"):
+            raise AgentGymError(f"the ray backend runs torch or vllm engine replicas, not {name!r}")
+        count, options = self.config.engine_replicas, {"num_cpus": self.config.replica_cpus,
+                                                       "num_gpus": self.config.replica_gpus}
+        self.capacity.reserve({"CPU": options["num_cpus"], "GPU": options["num_gpus"]}, count,
+                              f"{count} {name} engine replicas")
+        return ReplicatedEngine(name, model, replicas=count, options=options, **engine_kwargs)
+
+    def close(self) -> None:
+        """End the env workers, and stop the local Ray this backend started; safe to call twice."""
+        import ray
+
+        for workers in self._workers.values():
+            workers.stop_probing()
+            for worker in workers.actors:
+                ray.kill(worker)
+        self._workers.clear()
+        if self.started:
+            ray.shutdown()
+            self.started = False
+
+
+def worker_env() -> dict[str, str]:
+    """What the actors' processes need of this one's environment: where to import from (the working folder
+    first, as for this process) and the Hugging Face offline switches."""
+    paths = [os.getcwd(), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = {"PYTHONPATH": os.pathsep.join(paths)}
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME"):
+        if name in os.environ:
+            env[name] = os.environ[name]
+    return env

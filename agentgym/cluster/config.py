@@ -1,0 +1,43 @@
+"""The settings of where a rollout runs: in this process (``local``) or on a Ray cluster (``ray``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from agentgym.config import Config
+
+
+class RayConfig(Config):
+    """The Ray cluster, its env workers and its engine replicas."""
+
+    address: str | None = None
+    """An existing cluster to join (``auto``, ``host:port`` or ``ray://host:port``); null starts a local Ray on
+    this machine for the run, labelled with what it has (``chromium``, ``docker``), and stops it afterwards."""
+    env_workers: int = Field(2, ge=1)
+    """Env-worker actors; each plays many episodes at once on its own event loop, with its own env pool,
+    sandbox pools and browser."""
+    worker_cpus: float = Field(0.5, ge=0)
+    """CPUs each env worker reserves (Ray's accounting: it places workers by it, and refuses more than a cluster
+    has)."""
+    worker_resources: dict[str, float] = Field(default_factory=dict)
+    """Custom resources each env worker asks for besides those its environment needs (an environment tagged
+    ``browser`` asks for ``chromium``, one on a ``desktop`` for ``docker``): workers go only to nodes that
+    offer them, e.g. ``ray start --resources='{"chromium": 1}'``."""
+    engine_replicas: int = Field(1, ge=1)
+    """Inference engine replicas (actors); each episode stays on one of them, and every replica gets the new
+    weights after each step."""
+    replica_cpus: float = Field(1.0, ge=0)
+    """CPUs each engine replica reserves."""
+    replica_gpus: float = Field(0.0, ge=0)
+    """GPUs each engine replica reserves (a vLLM replica needs one)."""
+
+
+class BackendConfig(Config):
+    """Where the episodes and the engine run."""
+
+    backend: Literal["local", "ray"] = "local"
+    """``local``: every episode on this process's event loop and the engine in-process; ``ray``: episodes in
+    env-worker actors and the engine as replicas, on a local Ray or the cluster at ``ray.address``."""
+    ray: RayConfig = RayConfig()

@@ -1,0 +1,74 @@
+"""Which nodes an env worker may go to: custom resources used as labels. A node that has Chromium offers
+``chromium``, one with a Docker engine ``docker`` (``ray start --resources='{"chromium": 1, "docker": 1}'``);
+a worker of an environment that needs one asks for a sliver of it, so any number of workers fit on a labelled
+node and none goes to a node without the label."""
+
+from __future__ import annotations
+
+import ray
+
+from agentgym.errors import AgentGymError
+from agentgym.registration import EnvSpec
+
+SLIVER = 0.001
+"""How much of a label resource one worker asks for: a node labelled with 1 takes up to a thousand."""
+NEEDS = {"browser": "chromium", "desktop": "docker"}
+"""The label a node must offer for an environment with each tag."""
+
+
+def env_resources(spec: EnvSpec) -> dict[str, float]:
+    """The label resources the workers of ``spec`` ask for, from its tags."""
+    return {NEEDS[tag]: SLIVER for tag in spec.tags if tag in NEEDS}
+
+
+class Capacity:
+    """What this backend's actors reserve of the cluster, so that one asking for more than is left is refused
+    at once (Ray would leave it waiting for ever)."""
+
+    def __init__(self) -> None:
+        self.reserved: dict[str, float] = {}
+
+    def reserve(self, each: dict[str, float], count: int, who: str) -> None:
+        """Count ``count`` actors asking for ``each`` (``CPU``, ``GPU``, labels), or raise
+        :class:`AgentGymError` naming what the cluster lacks."""
+        offered = ray.cluster_resources()
+        wanted = {name: amount * count for name, amount in each.items() if amount > 0}
+        short = {name: amount for name, amount in wanted.items()
+                 if offered.get(name, 0.0) - self.reserved.get(name, 0.0) < amount - 1e-9}
+        labels = sorted(name for name in short if name not in ("CPU", "GPU") and name not in offered)
+        if labels:
+            listed = ", ".join(f'"{name}": 1' for name in labels)
+            raise AgentGymError(f"{who} need {', '.join(labels)}, which no node of the Ray cluster offers: start a "
+                                f"node that has it with `ray start --resources='{{{listed}}}'`")
+        if short:
+            lacking = ", ".join(f"{amount:g} {name} (of {offered.get(name, 0.0):g}, "
+                                f"{self.reserved.get(name, 0.0):g} taken)" for name, amount in short.items())
+            raise AgentGymError(f"{who} need {lacking}, more than the Ray cluster has left; ask for fewer "
+                                "(rollout.ray.env_workers, worker_cpus, engine_replicas, replica_cpus) or add nodes")
+        for name, amount in wanted.items():
+            self.reserved[name] = self.reserved.get(name, 0.0) + amount
+
+
+def local_labels() -> dict[str, float]:
+    """The labels this machine earns: ``chromium`` where Chromium and Playwright are installed, ``docker``
+    where a Docker engine answers."""
+    labels = {}
+    try:
+        from agentgym.envs.web.browser import chromium_path
+
+        chromium_path()
+        import playwright  # noqa: F401
+
+        labels["chromium"] = 1.0
+    except (AgentGymError, ImportError):
+        pass
+    try:
+        import docker
+
+        from agentgym.sandboxes.docker_engine import _answers
+
+        if _answers(docker):
+            labels["docker"] = 1.0
+    except ImportError:
+        pass
+    return labels
