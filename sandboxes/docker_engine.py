@@ -124,6 +124,14 @@ def _drop_client() -> None:
         stale.close()
 
 
+def engine_answers() -> bool:
+    """Whether a Docker engine answers here (``False`` also without docker-py)."""
+    try:
+        return _answers(docker_module())
+    except SandboxUnavailable:
+        return False
+
+
 def _answers(docker: ModuleType) -> bool:
     try:
         probe = _from_env(docker, timeout=PROBE_TIMEOUT)

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import functools
 import os
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -35,6 +36,10 @@ from agentgym.inference.types import EngineStats, GenerationRequest, GenerationR
 
 SESSIONS = 65536
 """Conversations a client remembers the replica of (least recently used forgotten first)."""
+REPLICA_WAIT = 120.0
+"""Seconds a request waits for a live replica (one restarts in the time its engine takes to load)."""
+RETRY_PAUSE = 0.2
+"""Seconds between tries while every replica is down."""
 STATS_EVERY = 1.0
 """Seconds between refreshes of the replicas' counters that :meth:`ReplicatedEngine.stats` returns."""
 
@@ -147,15 +152,19 @@ class EngineClient:
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         members = self.members
-        for _ in range(2 * len(self._replicas)):
+        deadline = time.monotonic() + REPLICA_WAIT
+        while True:
             index = self._route(request.session)
             with members.holding(index) as replica:
                 try:
                     return await answer(replica.generate.remote(request))
                 except RayActorError as exc:
                     members.died(index, exc)
-        raise EngineUnavailable(f"no engine replica answered request {request.request_id} "
-                                f"({len(self._replicas)} replicas, each tried twice)")
+                    if time.monotonic() > deadline:
+                        raise EngineUnavailable(f"no engine replica answered request {request.request_id} within "
+                                                f"{REPLICA_WAIT:g} s ({len(self._replicas)} replicas)") from exc
+            if len(members.down) == len(self._replicas):  # every one is restarting
+                await asyncio.sleep(RETRY_PAUSE)
 
     def _route(self, session: str | None) -> int:
         members = self.members

@@ -62,13 +62,8 @@ def local_labels() -> dict[str, float]:
         labels["chromium"] = 1.0
     except (AgentGymError, ImportError):
         pass
-    try:
-        import docker
+    from agentgym.sandboxes.docker_engine import engine_answers
 
-        from agentgym.sandboxes.docker_engine import _answers
-
-        if _answers(docker):
-            labels["docker"] = 1.0
-    except ImportError:
-        pass
+    if engine_answers():
+        labels["docker"] = 1.0
     return labels
