@@ -14,6 +14,7 @@ from agentgym.policies import Policy
 from agentgym.registration import spec
 
 INSTALL = "pip install 'agentgym[ray]'"
+MIB = 1 << 20
 
 
 class RayBackend:
@@ -59,10 +60,11 @@ class RayBackend:
         resources = {**env_resources(spec(env_id)), **self.config.worker_resources}
         key = tuple(sorted(resources.items()))
         if key not in self._workers:
-            count = self.config.env_workers
-            self.capacity.reserve({"CPU": self.config.worker_cpus, **resources}, count, f"{count} env workers of {env_id}")
-            self._workers[key] = start_workers(count, {"num_cpus": self.config.worker_cpus, "resources": resources,
-                                                       "scheduling_strategy": "SPREAD"})
+            count, memory = self.config.env_workers, self.config.worker_memory_mb * MIB
+            self.capacity.reserve({"CPU": self.config.worker_cpus, "memory": memory, **resources}, count,
+                                  f"{count} env workers of {env_id}")
+            self._workers[key] = start_workers(count, {"num_cpus": self.config.worker_cpus, "memory": memory or None,
+                                                       "resources": resources, "scheduling_strategy": "SPREAD"})
         return self._workers[key]
 
     def engine(self, name: str, model: str | Path, **engine_kwargs: Any) -> Any:
@@ -71,9 +73,10 @@ class RayBackend:
 
         if name not in ("torch", "vllm"):
             raise AgentGymError(f"the ray backend runs torch or vllm engine replicas, not {name!r}")
-        count, options = self.config.engine_replicas, {"num_cpus": self.config.replica_cpus,
-                                                       "num_gpus": self.config.replica_gpus}
-        self.capacity.reserve({"CPU": options["num_cpus"], "GPU": options["num_gpus"]}, count,
+        config = self.config
+        count, memory = config.engine_replicas, config.replica_memory_mb * MIB
+        options = {"num_cpus": config.replica_cpus, "num_gpus": config.replica_gpus, "memory": memory or None}
+        self.capacity.reserve({"CPU": config.replica_cpus, "GPU": config.replica_gpus, "memory": memory}, count,
                               f"{count} {name} engine replicas")
         return ReplicatedEngine(name, model, replicas=count, options=options, **engine_kwargs)
 

@@ -21,6 +21,9 @@ class RayConfig(Config):
     worker_cpus: float = Field(0.5, ge=0)
     """CPUs each env worker reserves (Ray's accounting: it places workers by it, and refuses more than a cluster
     has)."""
+    worker_memory_mb: int = Field(0, ge=0)
+    """Memory each env worker reserves (Ray places it on a node with that much free; 0: no reservation). Count
+    what its episodes' environments hold: a browser context, sandboxes, solvers."""
     worker_resources: dict[str, float] = Field(default_factory=dict)
     """Custom resources each env worker asks for besides those its environment needs (an environment tagged
     ``browser`` asks for ``chromium``, one on a ``desktop`` for ``docker``): workers go only to nodes that
@@ -30,6 +33,8 @@ class RayConfig(Config):
     weights after each step."""
     replica_cpus: float = Field(1.0, ge=0)
     """CPUs each engine replica reserves."""
+    replica_memory_mb: int = Field(0, ge=0)
+    """Memory each engine replica reserves (0: no reservation)."""
     replica_gpus: float = Field(0.0, ge=0)
     """GPUs each engine replica reserves (a vLLM replica needs one)."""
 

@@ -35,18 +35,23 @@ class Capacity:
         wanted = {name: amount * count for name, amount in each.items() if amount > 0}
         short = {name: amount for name, amount in wanted.items()
                  if offered.get(name, 0.0) - self.reserved.get(name, 0.0) < amount - 1e-9}
-        labels = sorted(name for name in short if name not in ("CPU", "GPU") and name not in offered)
+        labels = sorted(name for name in short if name not in ("CPU", "GPU", "memory") and name not in offered)
         if labels:
             listed = ", ".join(f'"{name}": 1' for name in labels)
             raise AgentGymError(f"{who} need {', '.join(labels)}, which no node of the Ray cluster offers: start a "
                                 f"node that has it with `ray start --resources='{{{listed}}}'`")
         if short:
-            lacking = ", ".join(f"{amount:g} {name} (of {offered.get(name, 0.0):g}, "
-                                f"{self.reserved.get(name, 0.0):g} taken)" for name, amount in short.items())
-            raise AgentGymError(f"{who} need {lacking}, more than the Ray cluster has left; ask for fewer "
-                                "(rollout.ray.env_workers, worker_cpus, engine_replicas, replica_cpus) or add nodes")
+            lacking = ", ".join(f"{_quantity(name, amount)} (of {_quantity(name, offered.get(name, 0.0))}, "
+                                f"{_quantity(name, self.reserved.get(name, 0.0))} taken)" for name, amount in short.items())
+            raise AgentGymError(f"{who} need {lacking}, more than the Ray cluster has left; ask for less "
+                                "(rollout.ray.env_workers, worker_cpus, worker_memory_mb, engine_replicas, "
+                                "replica_cpus, replica_memory_mb) or add nodes")
         for name, amount in wanted.items():
             self.reserved[name] = self.reserved.get(name, 0.0) + amount
+
+
+def _quantity(name: str, value: float) -> str:
+    return f"{value / (1 << 20):.0f} MiB of memory" if name == "memory" else f"{value:g} {name}"
 
 
 def local_labels() -> dict[str, float]:

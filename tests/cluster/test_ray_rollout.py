@@ -134,7 +134,9 @@ def test_an_environment_no_node_can_host_is_refused_naming_what_is_missing(two_n
     try:
         with pytest.raises(AgentGymError, match=r"docker.*ray start --resources"):
             backend.runner("gui/DesktopWriteFile-v0", RandomPolicy(), None, close_timeout=10)
-        with pytest.raises(AgentGymError, match=r"more than the Ray cluster has left"):
+        with pytest.raises(AgentGymError, match=r"64 CPU \(of 8 CPU, 0 CPU taken\), more than the Ray cluster has"):
             RayBackend(RayConfig(env_workers=64, worker_cpus=1)).runner(LAKE, RandomPolicy(), None, close_timeout=10)
+        with pytest.raises(AgentGymError, match=r"MiB of memory \(of .* MiB of memory"):
+            RayBackend(RayConfig(engine_replicas=2, replica_memory_mb=10**8)).engine("torch", "unused")
     finally:
         backend.close()
