@@ -140,6 +140,7 @@ def test_resume_with_other_settings_exits_2_naming_them(games_runs):
     assert done.returncode == 2 and "already holds an evaluation" in done.stderr
 
 
+@pytest.mark.timeout(600)  # three processes that each load torch: 45 s on 2 idle cores, past 120 s under load
 def test_the_openai_engine_on_agentgym_serve_scores_as_the_torch_engine(tiny_model_dir, tmp_path):
     tasks = [*TaskSet.generate("games/FrozenLake-v0", 4, split="test", difficulties=("easy", "medium")),
              *TaskSet.generate("tools/Calculator-v0", 2, split="test")]
