@@ -18,9 +18,9 @@ MIB = 1 << 20
 
 
 class RayBackend:
-    """Env workers and engine replicas as Ray actors on the cluster at ``config.address`` (none: a local Ray
-    started here, labelled with what this machine has, and stopped by :meth:`close`). Workers are started on
-    the first rollout that needs their placement and serve every later one."""
+    """Env workers and engine replicas as Ray actors on the cluster at ``config.address`` or ``RAY_ADDRESS``
+    (neither: a local Ray started here, labelled with what this machine has, and stopped by :meth:`close`).
+    Workers are started on the first rollout that needs their placement and serve every later one."""
 
     name = "ray"
 
@@ -38,8 +38,10 @@ class RayBackend:
         if not ray.is_initialized():
             from agentgym.cluster.placement import local_labels
 
-            where = {"address": config.address} if config.address else {"resources": local_labels(),
-                                                                         "include_dashboard": False}
+            address = config.address or os.environ.get("RAY_ADDRESS")
+            # "local": a Ray of this run's own, even where another runs here or its address file outlived it
+            where = {"address": address} if address else {"address": "local", "resources": local_labels(),
+                                                          "include_dashboard": False}
             ray.init(**where, logging_level=logging.WARNING, runtime_env={"env_vars": worker_env()})
             self.started = True
 

@@ -13,8 +13,10 @@ class RayConfig(Config):
     """The Ray cluster, its env workers and its engine replicas."""
 
     address: str | None = None
-    """An existing cluster to join (``auto``, ``host:port`` or ``ray://host:port``); null starts a local Ray on
-    this machine for the run, labelled with what it has (``chromium``, ``docker``), and stops it afterwards."""
+    """An existing cluster to join (``auto``: the one ``ray start`` began on this machine, ``host:port`` or
+    ``ray://host:port``); null joins ``RAY_ADDRESS`` where it is set (as under ``ray job submit``), and otherwise
+    starts a local Ray of the run's own, labelled with what this machine has (``chromium``, ``docker``), and
+    stops it afterwards."""
     env_workers: int = Field(2, ge=1)
     """Env-worker actors; each plays many episodes at once on its own event loop, with its own env pool,
     sandbox pools and browser."""

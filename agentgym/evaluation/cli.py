@@ -73,7 +73,8 @@ NOTHING_SCORED_EXIT = 3
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON line holding the scores.")
 @click.option("--backend", type=click.Choice(["local", "ray"]), default="local", show_default=True,
               help="Where the episodes (and a torch or vllm engine) run: here, or in Ray actors.")
-@click.option("--ray-address", help="ray backend: the cluster to join (default: start a local Ray for this run).")
+@click.option("--ray-address",
+              help="ray backend: the cluster to join (default: RAY_ADDRESS, else a local Ray of this run's own).")
 @click.option("--env-workers", type=click.IntRange(min=1), default=RayConfig().env_workers, show_default=True,
               help="ray backend: env-worker actors.")
 @click.option("--engine-replicas", type=click.IntRange(min=1), default=RayConfig().engine_replicas, show_default=True,

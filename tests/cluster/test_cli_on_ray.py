@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,8 +23,8 @@ ROOT = Path(__file__).parents[2]
 pytestmark = pytest.mark.ray
 
 
-def _agentgym(*args: str, timeout: float = 400) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def _agentgym(*args: str, timeout: float = 400, **env_vars: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **env_vars}
     env.pop("RAY_ADDRESS", None)  # a local Ray of the command's own
     return subprocess.run([sys.executable, "-m", "agentgym", *args], check=False, capture_output=True, text=True, env=env,
                           timeout=timeout)
@@ -34,10 +35,16 @@ def _scores(done: subprocess.CompletedProcess) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.timeout(300)  # two whole evaluations, one starting a Ray
 def test_eval_on_ray_scores_a_suite_as_the_local_backend_does(tmp_path):
     common = ["eval", "--suite", "games-v0", "--policy", "random", "--json"]
     local = _scores(_agentgym(*common, "--out", str(tmp_path / "local")))
-    remote = _scores(_agentgym(*common, "--backend", "ray", "--env-workers", "2", "--out", str(tmp_path / "ray")))
+    with tempfile.TemporaryDirectory() as ray_tmp:  # short: Ray's socket paths live under it
+        # a Ray that died without cleaning up left its address behind; ray.init() alone would try to join it
+        (Path(ray_tmp) / "ray").mkdir()
+        (Path(ray_tmp) / "ray" / "ray_current_cluster").write_text("127.0.0.1:9")
+        remote = _scores(_agentgym(*common, "--backend", "ray", "--env-workers", "2", "--out", str(tmp_path / "ray"),
+                                   RAY_TMPDIR=ray_tmp))
     for key in ("scored", "success_rate", "pass_at_k", "mean_reward", "mean_turns", "by_difficulty", "infra_errors"):
         assert remote[key] == local[key], key
     episodes = [{key: ([t.action for t in r.trajectory.turns], r.reward) for key, r in RunFolder(tmp_path / name).finished().items()}
@@ -47,6 +54,7 @@ def test_eval_on_ray_scores_a_suite_as_the_local_backend_does(tmp_path):
     assert len(pids) == 2 and os.getpid() not in pids
 
 
+@pytest.mark.timeout(450)  # a Ray, two torch replicas and a learner start; the command's own limit is 400 s
 def test_train_on_ray_runs_its_steps_with_replicas_that_hold_the_learners_weights(tiny_model_dir, tmp_path):
     run_dir, config_file = tmp_path / "run", tmp_path / "train.yaml"
     config_file.write_text(yaml.safe_dump(_config(run_dir, tiny_model_dir, trainer={"steps": 3}, eval={"episodes": 8})))
