@@ -253,7 +253,8 @@ def _agentgym(monkeypatch, capsys, *args: str) -> tuple[int, str]:
 
 @pytest.mark.parametrize(
     ("override", "key"),
-    [("trainer.stepz=3", "trainer.stepz"), ("optim.lr=-1", "optim.lr"), ("eval.suite=games-v9", "eval.suite")],
+    [("trainer.stepz=3", "trainer.stepz"), ("optim.lr=-1", "optim.lr"), ("eval.suite=games-v9", "eval.suite"),
+     ("rollout.backend=rai", "rollout.backend"), ("rollout.ray.env_workers=0", "rollout.ray.env_workers")],
 )
 def test_a_bad_override_exits_2_naming_the_key(tiny_model_dir, tmp_path, monkeypatch, capsys, override, key):
     config_file = tmp_path / "train.yaml"
