@@ -32,6 +32,11 @@ class TrainBatch:
     def agent_tokens(self) -> int:
         return int(self.loss_mask.sum().item())
 
+    @property
+    def trained_rows(self) -> int:
+        """Rows with at least one agent token (the others have no loss)."""
+        return int((self.loss_mask.sum(-1) > 0).sum().item())
+
     def to(self, device: torch.device | str) -> TrainBatch:
         return TrainBatch(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
 
@@ -48,6 +53,31 @@ class TrainBatch:
                 versions=self.versions[rows, : length - 1],
                 advantages=self.advantages[rows],
             )
+
+
+@dataclass(frozen=True)
+class Share:
+    """One rank's part of a step: its micro-batches, of which the last ``padding`` repeat one with weight 0 (every
+    rank runs as many passes, since under FSDP each pass is a collective), and the whole step's agent tokens and
+    trained rows, which weigh each micro-batch's loss so the ranks' gradients sum to the whole batch's."""
+
+    micro_batches: list[TrainBatch]
+    padding: int
+    agent_tokens: int
+    rows: int
+
+    def to(self, device: torch.device | str) -> Share:
+        return Share([m.to(device) for m in self.micro_batches], self.padding, self.agent_tokens, self.rows)
+
+
+def shares(batch: TrainBatch, micro_batch_size: int, world_size: int) -> list[Share]:
+    """``batch``'s micro-batches dealt round-robin to ``world_size`` ranks (collated longest first, so the
+    ranks get alike lengths), each padded to the same number of passes."""
+    micros = list(batch.micro_batches(micro_batch_size))
+    passes = -(-len(micros) // world_size)
+    tokens, rows = max(batch.agent_tokens, 1), max(batch.trained_rows, 1)
+    dealt = [micros[rank::world_size] for rank in range(world_size)]
+    return [Share(own + [micros[0]] * (passes - len(own)), passes - len(own), tokens, rows) for own in dealt]
 
 
 def collate(trajectories: Sequence[Trajectory], advantages: torch.Tensor, pad_id: int) -> TrainBatch:

@@ -1,5 +1,9 @@
 """Atomic checkpoints of a run: weights, optimizer, schedule, RNG states and the data position.
 
+The weights are a Hugging Face model folder (``model/``) and the optimizer state is written by every rank with
+torch.distributed.checkpoint (``optimizer/``), keyed by parameter name: a run resumes under any strategy and
+world size (on several nodes, the run dir must be on storage they share).
+
 A checkpoint is written into a hidden temporary folder, fsynced, and renamed into place
 (``checkpoints/step-000010``); only then does ``checkpoints/latest`` (a one-line file, itself replaced
 atomically) point at it. A ``kill -9`` at any moment leaves the previous checkpoint intact and current.
@@ -60,7 +64,6 @@ class TrainerState:
     """Everything besides the weights that a resumed run needs to go on as if never stopped."""
 
     step: int
-    optimizer: dict[str, Any]
     scheduler: dict[str, Any]
     data: DataPosition
     rng: dict[str, Any]
@@ -77,16 +80,17 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
 
 
-def save_checkpoint(run_dir: Path, model: Any, tokenizer: Any, state: TrainerState, *, keep: int) -> Path:
-    """Write step ``state.step``'s checkpoint atomically, point ``latest`` at it, keep the newest ``keep``."""
+def save_checkpoint(run_dir: Path, learner: Any, tokenizer: Any, state: TrainerState, *, keep: int) -> Path:
+    """Write step ``state.step``'s checkpoint atomically (``learner``, a :class:`Learner` or its ranks, writes the
+    model and optimizer), point ``latest`` at it, keep the newest ``keep``."""
     root = run_dir / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{state.step:06d}"
     tmp = root / f".tmp-{final.name}"
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp / "model", safe_serialization=True)
+    learner.save(tmp)
     tokenizer.save_pretrained(tmp / "model")
-    torch.save({"step": state.step, "optimizer": state.optimizer, "scheduler": state.scheduler,
+    torch.save({"step": state.step, "scheduler": state.scheduler,
                 "data": state.data.state(), "rng": state.rng}, tmp / STATE_FILE)
     _fsync_tree(tmp)
     if final.exists():
@@ -111,7 +115,7 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
 
 def load_trainer_state(checkpoint: Path) -> TrainerState:
     raw = torch.load(checkpoint / STATE_FILE, weights_only=False)
-    return TrainerState(step=raw["step"], optimizer=raw["optimizer"], scheduler=raw["scheduler"],
+    return TrainerState(step=raw["step"], scheduler=raw["scheduler"],
                         data=DataPosition.from_state(raw["data"]), rng=raw["rng"])
 
 

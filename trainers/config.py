@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from agentgym.algorithms import PolicyLossConfig
 from agentgym.cluster.config import BackendConfig
@@ -112,6 +112,32 @@ class TrainerSection(Config):
     device: str = "auto"
     """``cpu``, ``cuda`` or ``auto`` (CUDA when available)."""
     timeouts: Timeouts = Timeouts()
+    world_size: int = Field(1, ge=1)
+    """Trainer processes (ranks), each with a share of every step's micro-batches; more than 1 runs them as
+    Ray actors in one torch.distributed process group (gloo on CPU, nccl on GPU)."""
+    strategy: Literal["single", "ddp", "fsdp"] | None = None
+    """``single``: one process; ``ddp``: every rank holds the whole model and gradients are all-reduced;
+    ``fsdp``: FSDP2 shards weights, gradients and optimizer state over the ranks. Null: ``ddp`` when
+    ``world_size`` > 1, else ``single``."""
+    collective_timeout: float = Field(300.0, gt=0)
+    """Seconds a rank waits in a collective (or the driver for a rank) before the step fails, naming the rank."""
+    rank_cpus: float = Field(1.0, gt=0)
+    """CPUs Ray reserves for each rank."""
+    rank_gpus: float = Field(0.0, ge=0)
+    """GPUs Ray reserves for each rank (1 on a GPU cluster; each rank then trains on its own GPU)."""
+
+    @field_validator("strategy")
+    @classmethod
+    def _one_process_is_single(cls, strategy: str | None, info: ValidationInfo) -> str | None:
+        world_size = info.data.get("world_size", 1)
+        if strategy == "single" and world_size > 1:
+            raise ValueError(f"single trains in one process; world_size {world_size} needs ddp or fsdp")
+        return strategy
+
+    @property
+    def parallel(self) -> Literal["single", "ddp", "fsdp"]:
+        """The strategy in force (``strategy``, or its default for ``world_size``)."""
+        return self.strategy or ("ddp" if self.world_size > 1 else "single")
 
 
 class EvalSection(Config):

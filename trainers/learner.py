@@ -1,38 +1,73 @@
-"""One optimizer step of the corrected PPO loss on a batch of trajectories, with its metrics."""
+"""One optimizer step of the corrected PPO loss on a batch of trajectories, with its metrics: in this process, or
+as one rank of a distributed trainer (:mod:`agentgym.trainers.ranks`) on its share of the batch."""
 
 from __future__ import annotations
 
 import math
 import warnings
+from pathlib import Path
+from typing import Any
 
 import torch
-from transformers import PreTrainedModel
+from transformers import AutoModelForCausalLM, PreTrainedModel
 
-from agentgym.algorithms import entropy_from_logits, grad_norm, k3_kl, masked_mean, policy_loss
+from agentgym.algorithms import entropy_from_logits, k3_kl, masked_mean, policy_loss
+from agentgym.inference._torch_loading import quiet_progress_bars
 from agentgym.inference.sampling import token_logprobs
-from agentgym.trainers.batch import TrainBatch
+from agentgym.trainers.batch import Share, TrainBatch, shares
 from agentgym.trainers.config import TrainConfig
+from agentgym.trainers.parallel import (
+    AgentLogits,
+    clip_gradients,
+    full_weights,
+    gradient_sync,
+    is_writer,
+    load_optimizer,
+    save_optimizer,
+    world_size,
+    wrap,
+)
 from agentgym.trainers.snapshots import VersionSnapshots
+
+MODEL_DIR = "model"
+OPTIMIZER_DIR = "optimizer"
+
+
+def load_model(source: str | Path, config: TrainConfig, device: torch.device) -> PreTrainedModel:
+    """The model to train, from a model folder, in the configured dtype, on ``device``."""
+    dtype = getattr(torch, config.model.dtype) if config.model.dtype else None
+    with quiet_progress_bars():
+        return AutoModelForCausalLM.from_pretrained(source, dtype=dtype).to(device)
+
+
+def resolve_device(name: str) -> torch.device:
+    """``trainer.device``: ``auto`` is CUDA where this process sees a GPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
 
 
 class Learner:
-    """Owns the trained model, its optimizer and schedule. :meth:`step` trains on one batch and moves the
-    policy to the next version; ``pi_old`` comes from version snapshots (``exact``) or from the current
-    weights (``recompute``), as ``config.algorithm.old_logprobs`` says."""
+    """Owns the trained model (wrapped for ``trainer.strategy``), its optimizer and schedule. :meth:`step` trains
+    on one batch and moves the policy to the next version; ``pi_old`` comes from version snapshots (``exact``)
+    or from the current weights (``recompute``), as ``config.algorithm.old_logprobs`` says. Under ddp or fsdp
+    it is one rank, and must be made inside the process group."""
 
     def __init__(self, model: PreTrainedModel, config: TrainConfig) -> None:
         self.model, self.config = model, config
         self.version = 0
+        exact = config.algorithm.old_logprobs == "exact"
+        # before wrapping: the snapshots' spare model is a whole copy, whose passes are this rank's alone
+        self.snapshots = VersionSnapshots(model, keep=config.trainer.async_ratio if exact else 0)
+        self.policy = wrap(model, config.trainer.parallel)
         optim = config.optim
         self.optimizer = torch.optim.AdamW(
-            [p for p in model.parameters() if p.requires_grad],
+            [p for p in self.policy.parameters() if p.requires_grad],
             lr=optim.lr,
             betas=optim.betas,
             weight_decay=optim.weight_decay,
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
-        exact = config.algorithm.old_logprobs == "exact"
-        self.snapshots = VersionSnapshots(model, keep=config.trainer.async_ratio if exact else 0)
 
     def _lr_factor(self, step: int) -> float:
         optim, total = self.config.optim, self.config.trainer.steps
@@ -45,14 +80,15 @@ class Learner:
             return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
         return 1.0
 
-    def logprobs(self, model: PreTrainedModel, batch: TrainBatch, *, entropy: bool = False
+    def logprobs(self, model: PreTrainedModel | torch.nn.Module, batch: TrainBatch, *, entropy: bool = False
                  ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``[B, T-1]`` logprobs of each agent token under ``model`` and the sampling distribution
-        (temperature, top-p), and the entropy of the model's next-token distribution there when asked;
-        0 at every other position, which no loss or metric reads."""
+        """``[B, T-1]`` logprobs of each agent token under ``model`` (or its :class:`AgentLogits`, wrapped or not)
+        and the sampling distribution (temperature, top-p), and the entropy of the model's next-token
+        distribution there when asked; 0 at every other position, which no loss or metric reads."""
         sampling = self.config.sampling
         agent = batch.loss_mask.bool()
-        logits = _agent_logits(model, batch, agent)
+        policy = AgentLogits(model) if isinstance(model, PreTrainedModel) else model
+        logits = policy(batch.input_ids, batch.attention_mask, agent)
         targets = batch.input_ids[:, 1:][agent]
         values = token_logprobs(logits, targets, sampling.temperature or 1.0, sampling.top_p)
         logprobs = torch.zeros(agent.shape, dtype=values.dtype, device=values.device).masked_scatter(agent, values)
@@ -61,27 +97,36 @@ class Learner:
         return logprobs, torch.zeros_like(logprobs).masked_scatter(agent, entropy_from_logits(logits))
 
     def step(self, batch: TrainBatch) -> dict[str, float]:
-        """Accumulate the loss's gradient over micro-batches, clip, step; return ``train/`` metrics."""
+        """Train on the whole ``batch`` (this process is the only rank); return the step's ``train/`` metrics."""
+        device = next(self.model.parameters()).device
+        share = shares(batch, self.config.trainer.micro_batch_size, 1)[0].to(device)
+        return merge_metrics([self.train(share)], batch)
+
+    def train(self, share: Share) -> dict[str, float]:
+        """Accumulate the loss's gradient over this rank's micro-batches, each weighted by its part of the whole
+        step (ranks' gradients are averaged, so each rank's is scaled by the world size to sum instead), clip,
+        step; return this rank's part of the metrics, for :func:`merge_metrics`."""
         self.snapshots.save(self.version, self.model)
-        self.model.train()
+        self.policy.train()
         self.optimizer.zero_grad(set_to_none=True)
-        total_tokens, total_rows = max(batch.agent_tokens, 1), max(_trained_rows(batch), 1)
+        token_mean = self.config.algorithm.loss.aggregation == "token-mean"
+        scale = world_size(self.policy)
+        passes = len(share.micro_batches)
         metrics: dict[str, float] = {}
-        for micro in batch.micro_batches(self.config.trainer.micro_batch_size):
-            loss, micro_metrics = self._micro_step(micro)
-            token_share = micro.agent_tokens / total_tokens
-            share = (token_share if self.config.algorithm.loss.aggregation == "token-mean"
-                     else _trained_rows(micro) / total_rows)
-            (loss * share).backward()
-            _combine(metrics, micro_metrics, token_share=token_share, loss_share=share)
-        metrics["train/grad_norm"] = grad_norm(self.model.parameters())
-        if self.config.optim.grad_clip is not None:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.optim.grad_clip)
+        for index, micro in enumerate(share.micro_batches):
+            padding = index >= passes - share.padding
+            with gradient_sync(self.policy, index == passes - 1):
+                loss, micro_metrics = self._micro_step(micro)
+                token_share = 0.0 if padding else micro.agent_tokens / share.agent_tokens
+                loss_share = token_share if token_mean or padding else micro.trained_rows / share.rows
+                (loss * loss_share * scale).backward()
+            if not padding:
+                _combine(metrics, micro_metrics, token_share=token_share, loss_share=loss_share)
+        metrics["train/grad_norm"] = clip_gradients(self.policy.parameters(), self.config.optim.grad_clip)
         metrics["train/lr"] = self.scheduler.get_last_lr()[0]
         self.optimizer.step()
         self.scheduler.step()
         self.version += 1
-        metrics["train/agent_tokens"] = float(batch.agent_tokens)
         return metrics
 
     def skip(self) -> dict[str, float]:
@@ -93,9 +138,30 @@ class Learner:
         self.version += 1
         return {"train/skipped": 1.0}
 
+    def weights(self) -> dict[str, torch.Tensor] | None:
+        """The whole model's state dict, for the engines (``None`` on ranks other than 0)."""
+        return full_weights(self.policy, self.model)
+
+    def save(self, folder: Path) -> None:
+        """Write the model (a Hugging Face folder, by rank 0) and this rank's part of the optimizer state."""
+        state = self.weights()
+        if is_writer(self.policy):
+            self.model.save_pretrained(folder / MODEL_DIR, state_dict=state, safe_serialization=True)
+        save_optimizer(self.policy, self.optimizer, folder / OPTIMIZER_DIR)
+
+    def restore(self, checkpoint: Path, scheduler: dict[str, Any], version: int) -> None:
+        """Continue from ``checkpoint`` (whose model this learner was loaded from), saved under any strategy and
+        world size: the optimizer state resharded for this one, the schedule and the version."""
+        load_optimizer(self.policy, self.optimizer, checkpoint / OPTIMIZER_DIR)
+        self.scheduler.load_state_dict(scheduler)
+        self.version = version
+
+    def scheduler_state(self) -> dict[str, Any]:
+        return self.scheduler.state_dict()
+
     def _micro_step(self, micro: TrainBatch) -> tuple[torch.Tensor, dict[str, float]]:
         algorithm = self.config.algorithm
-        logprobs, entropy = self.logprobs(self.model, micro, entropy=True)
+        logprobs, entropy = self.logprobs(self.policy, micro, entropy=True)
         proximal = logprobs.detach()
         agent = micro.loss_mask.bool()
         stale = agent & (micro.versions < self.version)
@@ -135,28 +201,22 @@ class Learner:
         return old, missing
 
 
-_LOGIT_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "logits_scaling")
-"""Config fields of architectures that transform the output layer's logits (Gemma 2, Cohere, Granite)."""
-
-
-def _agent_logits(model: PreTrainedModel, batch: TrainBatch, agent: torch.Tensor) -> torch.Tensor:
-    """``[N, V]`` float logits predicting the ``N`` agent tokens. Only their positions go through the output
-    layer: prompts and observations are most of a multi-turn sequence, and for a small model the output
-    layer and the softmax over the vocabulary are most of the work."""
-    mask = batch.attention_mask
-    right_padded = bool((mask[:, 1:] <= mask[:, :-1]).all())  # pads only after each row's tokens
-    # under causal attention no real token sees a pad that follows it: the mask changes nothing, and
-    # without it attention takes its fused causal path
-    inputs = {"input_ids": batch.input_ids, "attention_mask": None if right_padded else mask, "use_cache": False}
-    if any(getattr(model.config, name, None) for name in _LOGIT_TRANSFORMS):
-        return model(**inputs).logits[:, :-1][agent].float()
-    hidden = model.base_model(**inputs).last_hidden_state[:, :-1]
-    return model.get_output_embeddings()(hidden[agent]).float()
-
-
 _LOSS_METRICS = ("train/loss", "train/policy_loss")
 """Metrics that are the loss itself, combined over micro-batches with the loss's weights; the others are
 means over agent tokens, weighted by the micro-batch's share of them, or extremes (``_min``, ``_max``)."""
+
+
+_STEP_METRICS = ("train/grad_norm", "train/lr")
+"""Metrics of the whole step, the same on every rank."""
+
+
+def merge_metrics(parts: list[dict[str, float]], batch: TrainBatch) -> dict[str, float]:
+    """The step's metrics from each rank's part of them (:meth:`Learner.train`)."""
+    metrics = {key: parts[0][key] for key in _STEP_METRICS}
+    for part in parts:
+        _combine(metrics, {k: v for k, v in part.items() if k not in _STEP_METRICS}, token_share=1.0, loss_share=1.0)
+    metrics["train/agent_tokens"] = float(batch.agent_tokens)
+    return metrics
 
 
 def _combine(totals: dict[str, float], metrics: dict[str, float], *, token_share: float, loss_share: float) -> None:
@@ -169,11 +229,6 @@ def _combine(totals: dict[str, float], metrics: dict[str, float], *, token_share
         else:
             weight = loss_share if key in _LOSS_METRICS else token_share
             totals[key] = totals.get(key, 0.0) + value * weight
-
-
-def _trained_rows(batch: TrainBatch) -> int:
-    """Rows with at least one agent token (the others have no loss)."""
-    return int((batch.loss_mask.sum(-1) > 0).sum().item())
 
 
 def _rows(batch: TrainBatch, rows: torch.Tensor) -> TrainBatch:

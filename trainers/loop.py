@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 from rich.console import Console
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoTokenizer
 
 from agentgym.algorithms import compute_advantages
 from agentgym.cluster import open_backend
@@ -65,8 +65,9 @@ from agentgym.trainers.checkpoint import (
     set_rng_state,
 )
 from agentgym.trainers.config import TrainConfig
-from agentgym.trainers.learner import Learner
+from agentgym.trainers.learner import MODEL_DIR, Learner, load_model, resolve_device
 from agentgym.trainers.progress import TrainProgress
+from agentgym.trainers.ranks import RankGroup, TrainerRankError
 from agentgym.trainers.report import write_report
 from agentgym.trajectory import Trajectory
 
@@ -125,36 +126,47 @@ class _Run:
         torch.manual_seed(config.trainer.seed)
         make(config.env.id, **config.env.kwargs).close()  # a bad env id or kwargs fails here, not in every episode
         self.held_out, self.eval_spec = self._held_out()
-        self.device = _device(config.trainer.device)
-        self.source = checkpoint / "model" if checkpoint else Path(config.model.path)
+        self.device = resolve_device(config.trainer.device)
+        self.source = checkpoint / MODEL_DIR if checkpoint else Path(config.model.path)
         self.tokenizer = AutoTokenizer.from_pretrained(self.source)
-        dtype = getattr(torch, config.model.dtype) if config.model.dtype else None
-        with quiet_progress_bars():
-            model = AutoModelForCausalLM.from_pretrained(self.source, dtype=dtype).to(self.device)
-        self.learner = Learner(model, config)
         self.data = DataPosition()
         self.step = 0
         self.backend: Backend = LocalBackend()
-        if checkpoint is not None:
-            state = load_trainer_state(checkpoint)
-            self.learner.optimizer.load_state_dict(state.optimizer)
-            self.learner.scheduler.load_state_dict(state.scheduler)
-            self.learner.version = self.step = state.step
-            self.data = state.data
+        state = load_trainer_state(checkpoint) if checkpoint else None
+        self.learner = self._learner()
+        if state is not None:
+            try:
+                self.learner.restore(checkpoint, state.scheduler, state.step)
+            except BaseException:
+                self._close_learner()
+                raise
+            self.step, self.data = state.step, state.data
             set_rng_state(state.rng)
         kept = self.step if checkpoint else -1
         rewind_jsonl(self.run_dir / BATCHES_FILE, kept)
         rewind_jsonl(self.run_dir / JSONL_NAME, kept)
 
+    def _learner(self) -> Learner | RankGroup:
+        """This process's learner, or the ranks of a distributed one (``trainer.world_size``, ``trainer.strategy``)."""
+        if self.config.trainer.parallel == "single":
+            return Learner(load_model(self.source, self.config, self.device), self.config)
+        return RankGroup(self.config, self.source, self.config.rollout.ray.address)
+
     def run(self) -> TrainResult:
         started = time.perf_counter()
-        with open_backend(self.config.rollout) as self.backend, BackgroundLoop() as background, \
-                MetricsLog(self.run_dir) as log:
-            engine = self._engine(background)
-            try:
-                self._train(background, engine, log)
-            finally:
-                background.run(engine.close())
+        try:
+            with open_backend(self.config.rollout) as self.backend, BackgroundLoop() as background, \
+                    MetricsLog(self.run_dir) as log:
+                engine = self._engine(background)
+                try:
+                    self._train(background, engine, log)
+                finally:
+                    background.run(engine.close())
+        except TrainerRankError as error:
+            raise TrainerRankError(f"{error}. Continue the run from its last checkpoint: "
+                                   f"agentgym train --resume {self.run_dir}") from error
+        finally:
+            self._close_learner()
         plot_curves(self.run_dir, self.run_dir / CURVES_FILE)
         evals = [r for r in read_metrics(self.run_dir) if r.get("eval/success_rate") is not None]
         result = TrainResult(
@@ -166,6 +178,10 @@ class _Run:
         )
         write_report(self.run_dir, self.config, result, evals)
         return result
+
+    def _close_learner(self) -> None:
+        if isinstance(self.learner, RankGroup):
+            self.learner.close()
 
     def _engine(self, background: BackgroundLoop) -> Any:
         config = self.config.engine
@@ -180,7 +196,7 @@ class _Run:
             kwargs.setdefault("threads", config.threads)
         engine = self.backend.engine(config.name, self.source, **kwargs)
         if self.step:
-            background.run(engine.update_weights(self.learner.model.state_dict(), version=self.step))
+            background.run(engine.update_weights(self.learner.weights(), version=self.step))
         return engine
 
     def _policy(self, engine: Any, temperature: float | None = None) -> LMPolicy:
@@ -218,7 +234,9 @@ class _Run:
                     batch, failed = self._next_batch(background, groups, rollout)
                     waited = time.perf_counter() - step_started
                     metrics = self._learn(batch)
-                    background.run(engine.update_weights(self.learner.model.state_dict(), version=self.learner.version))
+                    publish_started = time.perf_counter()
+                    background.run(engine.update_weights(self.learner.weights(), version=self.learner.version))
+                    metrics["time/publish_seconds"] = time.perf_counter() - publish_started
                     background.call(scheduler.notify)
                     self.step = self.learner.version
                     self._consume(batch, failed)
@@ -278,7 +296,7 @@ class _Run:
         metrics = _batch_metrics(trajectories, self.learner.version)
         metrics["rollout/mixed_group_fraction"] = sum(mixed) / len(groups)
         if keep:
-            batch = collate([trajectories[i] for i in keep], advantages[keep], self._pad_id()).to(self.device)
+            batch = collate([trajectories[i] for i in keep], advantages[keep], self._pad_id())
             metrics.update(self.learner.step(batch))
         else:
             metrics.update(self.learner.skip())
@@ -342,11 +360,9 @@ class _Run:
         return tasks, spec
 
     def _checkpoint(self) -> None:
-        learner = self.learner
-        state = TrainerState(step=self.step, optimizer=learner.optimizer.state_dict(),
-                             scheduler=learner.scheduler.state_dict(), data=self.data, rng=rng_state())
+        state = TrainerState(step=self.step, scheduler=self.learner.scheduler_state(), data=self.data, rng=rng_state())
         with quiet_progress_bars():
-            save_checkpoint(self.run_dir, learner.model, self.tokenizer, state, keep=self.config.checkpoint.keep)
+            save_checkpoint(self.run_dir, self.learner, self.tokenizer, state, keep=self.config.checkpoint.keep)
 
 
 async def _closed(stream: TrajectoryStream, order: Iterator[int], *, in_order: bool) -> AsyncIterator[_Closed]:
@@ -380,8 +396,3 @@ def _batch_metrics(trajectories: list[Trajectory], version: int) -> dict[str, fl
         "rollout/staleness_max": float(max(lags, default=0)),
     }
 
-
-def _device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)

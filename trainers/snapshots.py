@@ -7,10 +7,13 @@ import copy
 import torch
 from transformers import PreTrainedModel
 
+from agentgym.trainers.parallel import whole
+
 
 class VersionSnapshots:
     """Keeps the weights of the last ``keep`` versions before the current one, on the model's device,
-    and a spare model to run them in. Memory: ``keep + 1`` extra copies of the weights."""
+    and a spare model to run them in. Memory: ``keep + 1`` extra copies of the whole weights (on every rank,
+    sharded or not: a rank runs its snapshots alone)."""
 
     def __init__(self, model: PreTrainedModel, keep: int) -> None:
         self.keep = keep
@@ -19,11 +22,12 @@ class VersionSnapshots:
         self._loaded: int | None = None
 
     def save(self, version: int, model: PreTrainedModel) -> None:
-        """Remember ``model``'s weights as ``version`` (call before they change) and forget those more than
-        ``keep`` versions older, which no admitted trajectory can still hold."""
+        """Remember ``model``'s weights as ``version`` (call before they change; under fsdp on every rank, since
+        the shards are gathered) and forget those more than ``keep`` versions older, which no admitted
+        trajectory can still hold."""
         if self.keep == 0:
             return
-        self._weights[version] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        self._weights[version] = {k: whole(v) for k, v in model.state_dict().items()}
         for old in [v for v in self._weights if v < version - self.keep]:
             del self._weights[old]
 

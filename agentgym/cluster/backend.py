@@ -25,25 +25,12 @@ class RayBackend:
     name = "ray"
 
     def __init__(self, config: RayConfig) -> None:
-        try:
-            import ray
-        except ImportError:
-            raise AgentGymError(f"the ray backend needs Ray: {INSTALL}") from None
         from agentgym.cluster.placement import Capacity
 
+        self.started = connect(config.address)  # first: without Ray, nothing else is worth making
         self.config = config
-        self.started = False
         self.capacity = Capacity()
         self._workers: dict[tuple[tuple[str, float], ...], Any] = {}
-        if not ray.is_initialized():
-            from agentgym.cluster.placement import local_labels
-
-            address = config.address or os.environ.get("RAY_ADDRESS")
-            # "local": a Ray of this run's own, even where another runs here or its address file outlived it
-            where = {"address": address} if address else {"address": "local", "resources": local_labels(),
-                                                          "include_dashboard": False}
-            ray.init(**where, logging_level=logging.WARNING, runtime_env={"env_vars": worker_env()})
-            self.started = True
 
     def runner(self, env_id: str, policy: Policy, env_kwargs: dict[str, Any] | None, *,
                close_timeout: float | None) -> Any:
@@ -94,6 +81,26 @@ class RayBackend:
         if self.started:
             ray.shutdown()
             self.started = False
+
+
+def connect(address: str | None) -> bool:
+    """Join the Ray cluster at ``address`` or ``RAY_ADDRESS``, or (neither) start a local Ray labelled with what this
+    machine has; return whether a Ray was started here (the caller then shuts it down). Nothing where this process
+    has joined one already."""
+    try:
+        import ray
+    except ImportError:
+        raise AgentGymError(f"the ray backend needs Ray: {INSTALL}") from None
+    if ray.is_initialized():
+        return False
+    from agentgym.cluster.placement import local_labels
+
+    address = address or os.environ.get("RAY_ADDRESS")
+    # "local": a Ray of this run's own, even where another runs here or its address file outlived it
+    where = {"address": address} if address else {"address": "local", "resources": local_labels(),
+                                                  "include_dashboard": False}
+    ray.init(**where, logging_level=logging.WARNING, runtime_env={"env_vars": worker_env()})
+    return True
 
 
 def worker_env() -> dict[str, str]:

@@ -14,6 +14,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from agentgym.errors import AgentGymError
 from agentgym.trainers import checkpoint
+from agentgym.trainers.batch import collate
 from agentgym.trainers.checkpoint import (
     DataPosition,
     TrainerState,
@@ -23,6 +24,10 @@ from agentgym.trainers.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
+from agentgym.trainers.config import TrainConfig
+from agentgym.trainers.learner import Learner
+from agentgym.trajectory import Trajectory
+from tests.trainers.envs import VOWELS_ID
 
 
 def test_data_position_tracks_groups_finished_out_of_order():
@@ -56,16 +61,21 @@ def test_data_position_covers_what_was_consumed_and_its_holes(order, prefix):
     assert DataPosition.from_state(state) == data
 
 
+def _learner(model_dir) -> Learner:
+    config = TrainConfig.model_validate({"output_dir": "unused", "model": {"path": str(model_dir)},
+                                         "env": {"id": VOWELS_ID}, "optim": {"lr": 1e-3}})
+    return Learner(AutoModelForCausalLM.from_pretrained(model_dir), config)
+
+
 @pytest.fixture(scope="module")
 def model_and_tokenizer(tiny_model_dir):
-    return AutoModelForCausalLM.from_pretrained(tiny_model_dir), AutoTokenizer.from_pretrained(tiny_model_dir)
+    return _learner(tiny_model_dir), AutoTokenizer.from_pretrained(tiny_model_dir)
 
 
 def _state(step: int, **fields) -> TrainerState:
     return TrainerState(
         **{
             "step": step,
-            "optimizer": {},
             "scheduler": {},
             "data": DataPosition(),
             "rng": rng_state(),
@@ -84,7 +94,7 @@ def test_save_writes_the_checkpoint_points_latest_at_it_and_keeps_the_newest(tmp
     reloaded = AutoModelForCausalLM.from_pretrained(first / "model")
     assert all(
         torch.equal(a, b)
-        for a, b in zip(reloaded.state_dict().values(), model.state_dict().values(), strict=True)
+        for a, b in zip(reloaded.state_dict().values(), model.model.state_dict().values(), strict=True)
     )
     AutoTokenizer.from_pretrained(first / "model")
 
@@ -126,29 +136,28 @@ def test_latest_naming_an_incomplete_checkpoint_is_an_error(tmp_path, model_and_
         latest_checkpoint(tmp_path)
 
 
-def test_trainer_state_round_trips(tmp_path, model_and_tokenizer):
-    model, tokenizer = model_and_tokenizer
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1 / (step + 1))
-    model(input_ids=torch.tensor([[1, 2, 3, 4]]), labels=torch.tensor([[1, 2, 3, 4]])).loss.backward()
-    optimizer.step()
-    scheduler.step()
-    optimizer.zero_grad()
+def test_trainer_state_round_trips(tmp_path, tiny_model_dir, model_and_tokenizer):
+    _, tokenizer = model_and_tokenizer
+    learner = _learner(tiny_model_dir)
+    batch = collate([Trajectory(env_id=VOWELS_ID, token_ids=[5, 17, 42, 99], loss_mask=[0, 0, 1, 1],
+                                logprobs=[0.0, 0.0, -1.0, -1.0], versions=[-1, -1, 0, 0])], torch.tensor([1.0]), 0)
+    learner.step(batch)
     data = DataPosition(low=3, done={5, 8})
-    state = TrainerState(
-        step=7, optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(), data=data, rng=rng_state()
-    )
-    path = save_checkpoint(tmp_path, model, tokenizer, state, keep=1)
+    state = TrainerState(step=7, scheduler=learner.scheduler_state(), data=data, rng=rng_state())
+    path = save_checkpoint(tmp_path, learner, tokenizer, state, keep=1)
 
     loaded = load_trainer_state(path)
-    assert loaded.step == 7 and loaded.data == data and loaded.scheduler == scheduler.state_dict()
-    saved, restored = optimizer.state_dict(), loaded.optimizer
-    assert restored["param_groups"] == saved["param_groups"]
+    assert loaded.step == 7 and loaded.data == data and loaded.scheduler == learner.scheduler_state()
+    assert torch.equal(loaded.rng["torch"], state.rng["torch"])
+    fresh = Learner(AutoModelForCausalLM.from_pretrained(path / "model"), learner.config)
+    fresh.restore(path, loaded.scheduler, loaded.step)  # a new optimizer of the saved model takes the state
+    saved, restored = learner.optimizer.state_dict(), fresh.optimizer.state_dict()
+    assert restored["param_groups"] == saved["param_groups"] and fresh.version == 7
+    assert saved["state"] and saved["state"].keys() == restored["state"].keys()
     for index, tensors in saved["state"].items():
         assert all(torch.equal(tensors[k], restored["state"][index][k]) for k in tensors)
-    fresh = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    fresh.load_state_dict(loaded.optimizer)  # loads into a new optimizer of the same model
-    assert torch.equal(loaded.rng["torch"], state.rng["torch"])
+    assert all(torch.equal(a, b) for a, b in zip(fresh.model.state_dict().values(),
+                                                 learner.model.state_dict().values(), strict=True))
 
 
 def test_rng_state_restores_every_generator():
