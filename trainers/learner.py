@@ -146,7 +146,8 @@ class Learner:
         """Write the model (a Hugging Face folder, by rank 0) and this rank's part of the optimizer state."""
         state = self.weights()
         if is_writer(self.policy):
-            self.model.save_pretrained(folder / MODEL_DIR, state_dict=state, safe_serialization=True)
+            with quiet_progress_bars():
+                self.model.save_pretrained(folder / MODEL_DIR, state_dict=state, safe_serialization=True)
         save_optimizer(self.policy, self.optimizer, folder / OPTIMIZER_DIR)
 
     def restore(self, checkpoint: Path, scheduler: dict[str, Any], version: int) -> None:

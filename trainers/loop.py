@@ -73,6 +73,8 @@ from agentgym.trajectory import Trajectory
 
 CONFIG_FILE = "config.yaml"
 CURVES_FILE = "curves.png"
+RANKS_FILE = "ranks.json"
+"""Where each trainer rank of a distributed run runs (rank, pid, node, device), written as the run starts."""
 BATCHES_FILE = "batches.jsonl"
 """One line per step: the train task positions it consumed, trained on (``tasks``) or skipped as failed
 (``failed``), so no group is lost or doubled on resume, and the seeds of its episodes (``info["seed"]``)."""
@@ -155,6 +157,8 @@ class _Run:
     def run(self) -> TrainResult:
         started = time.perf_counter()
         try:
+            if isinstance(self.learner, RankGroup):
+                (self.run_dir / RANKS_FILE).write_text(json.dumps(self.learner.where, indent=1) + "\n")
             with open_backend(self.config.rollout) as self.backend, BackgroundLoop() as background, \
                     MetricsLog(self.run_dir) as log:
                 engine = self._engine(background)

@@ -46,7 +46,10 @@ class TrainerRank:
                                 world_size=trainer.world_size, timeout=timedelta(seconds=trainer.collective_timeout))
         torch.manual_seed(trainer.seed)
         self.learner = Learner(load_model(source, self.config, device), self.config)
-        return {"rank": self.rank, "pid": os.getpid(), "node": socket.gethostname(), "device": str(device)}
+        import ray
+
+        return {"rank": self.rank, "pid": os.getpid(), "node": socket.gethostname(),
+                "node_id": ray.get_runtime_context().get_node_id(), "device": str(device)}
 
     def train(self, share: Share) -> dict[str, float]:
         learner = self._learner()
