@@ -125,6 +125,10 @@ class TrainerSection(Config):
     """CPUs Ray reserves for each rank."""
     rank_gpus: float = Field(0.0, ge=0)
     """GPUs Ray reserves for each rank (1 on a GPU cluster; each rank then trains on its own GPU)."""
+    colocate: bool = False
+    """The trainer and the engine share the devices: while the trainer steps, the engine sleeps (vLLM's sleep
+    mode frees its weights and KV cache; the torch engine moves its weights to the CPU) and rollout waits;
+    while the engine generates, the trainer's weights and optimizer state wait on the CPU."""
 
     @field_validator("strategy")
     @classmethod

@@ -55,6 +55,7 @@ class Learner:
 
     def __init__(self, model: PreTrainedModel, config: TrainConfig) -> None:
         self.model, self.config = model, config
+        self.device = next(model.parameters()).device
         self.version = 0
         exact = config.algorithm.old_logprobs == "exact"
         # before wrapping: the snapshots' spare model is a whole copy, whose passes are this rank's alone
@@ -98,8 +99,7 @@ class Learner:
 
     def step(self, batch: TrainBatch) -> dict[str, float]:
         """Train on the whole ``batch`` (this process is the only rank); return the step's ``train/`` metrics."""
-        device = next(self.model.parameters()).device
-        share = shares(batch, self.config.trainer.micro_batch_size, 1)[0].to(device)
+        share = shares(batch, self.config.trainer.micro_batch_size, 1)[0].to(self.device)
         return merge_metrics([self.train(share)], batch)
 
     def train(self, share: Share) -> dict[str, float]:
@@ -137,6 +137,27 @@ class Learner:
             self.scheduler.step()
         self.version += 1
         return {"train/skipped": 1.0}
+
+    def offload(self) -> None:
+        """Free the device for a colocated engine: weights, snapshots and optimizer state to the CPU, gradients
+        dropped (:meth:`onload` brings them back)."""
+        self.optimizer.zero_grad(set_to_none=True)
+        self._move(torch.device("cpu"))
+
+    def onload(self) -> None:
+        self._move(self.device)
+
+    def _move(self, device: torch.device) -> None:
+        if self.device.type == "cpu":
+            return  # on the CPU already: nothing to free
+        self.policy.to(device)
+        self.snapshots.to(device)
+        for state in self.optimizer.state.values():
+            for key, value in state.items():
+                if isinstance(value, torch.Tensor) and key != "step":
+                    state[key] = value.to(device, non_blocking=True)
+        if device.type == "cpu":
+            torch.cuda.empty_cache()
 
     def weights(self) -> dict[str, torch.Tensor] | None:
         """The whole model's state dict, for the engines (``None`` on ranks other than 0)."""

@@ -193,8 +193,11 @@ class _Run:
         if config.name == "torch":
             kwargs.setdefault("max_batch_size", config.max_batch_size)
             kwargs.setdefault("device", str(self.device))
-        elif self.config.model.dtype:  # the engine samples in the dtype the learner trains in
-            kwargs.setdefault("dtype", self.config.model.dtype)
+        else:
+            if self.config.model.dtype:  # the engine samples in the dtype the learner trains in
+                kwargs.setdefault("dtype", self.config.model.dtype)
+            if self.config.trainer.colocate:
+                kwargs.setdefault("enable_sleep_mode", True)
         kwargs.setdefault("max_model_len", config.max_context)
         if config.name == "torch":  # for replicas in processes of their own; here, torch's threads are set already
             kwargs.setdefault("threads", config.threads)
@@ -227,6 +230,9 @@ class _Run:
         )
         scheduler = RolloutScheduler(config.env.id, self._policy(engine), rollout_config,
                                      env_kwargs=config.env.kwargs, engine=engine, backend=self.backend)
+        colocate = trainer.colocate
+        if colocate:
+            self.learner.offload()  # the engine has the device while it generates
         with TrainProgress(trainer.steps, self.step, console=self.console) as progress:
             if self.step == 0:
                 self._evaluate(background, engine, log, progress)
@@ -237,9 +243,18 @@ class _Run:
                     step_started = time.perf_counter()
                     batch, failed = self._next_batch(background, groups, rollout)
                     waited = time.perf_counter() - step_started
+                    if colocate:
+                        background.run(engine.sleep())
+                        self.learner.onload()
                     metrics = self._learn(batch)
                     publish_started = time.perf_counter()
-                    background.run(engine.update_weights(self.learner.weights(), version=self.learner.version))
+                    weights = self.learner.weights()
+                    if colocate:
+                        background.run(engine.wake_up())
+                    background.run(engine.update_weights(weights, version=self.learner.version))
+                    if colocate:
+                        del weights
+                        self.learner.offload()
                     metrics["time/publish_seconds"] = time.perf_counter() - publish_started
                     background.call(scheduler.notify)
                     self.step = self.learner.version

@@ -53,13 +53,19 @@ class TrainerRank:
 
     def train(self, share: Share) -> dict[str, float]:
         learner = self._learner()
-        return learner.train(share.to(next(learner.model.parameters()).device))
+        return learner.train(share.to(learner.device))
 
     def skip(self) -> dict[str, float]:
         return self._learner().skip()
 
     def weights(self) -> dict[str, torch.Tensor] | None:
         return self._learner().weights()
+
+    def offload(self) -> None:
+        self._learner().offload()
+
+    def onload(self) -> None:
+        self._learner().onload()
 
     def save(self, folder: str) -> None:
         self._learner().save(Path(folder))

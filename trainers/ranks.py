@@ -35,7 +35,7 @@ class TrainerRankError(AgentGymError):
 
 class RankGroup:
     """The driver's handle on the ranks, with :class:`Learner`'s interface: ``step``, ``skip``, ``weights``,
-    ``save``, ``restore``, ``scheduler_state`` and ``version``. Joins the Ray cluster at ``address`` (or starts
+    ``offload``, ``onload``, ``save``, ``restore``, ``scheduler_state`` and ``version``. Joins the Ray cluster at ``address`` (or starts
     a local one, stopped by :meth:`close`)."""
 
     def __init__(self, config: TrainConfig, source: str | Path, address: str | None = None) -> None:
@@ -83,6 +83,12 @@ class RankGroup:
     def weights(self) -> dict[str, torch.Tensor]:
         """The whole model's state dict, gathered by rank 0."""
         return self._all("weights")[0]
+
+    def offload(self) -> None:
+        self._all("offload")
+
+    def onload(self) -> None:
+        self._all("onload")
 
     def save(self, folder: Path) -> None:
         self._all("save", str(folder))

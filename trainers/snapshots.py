@@ -31,6 +31,12 @@ class VersionSnapshots:
         for old in [v for v in self._weights if v < version - self.keep]:
             del self._weights[old]
 
+    def to(self, device: torch.device | str) -> None:
+        """Move the kept weights and the spare model to ``device``."""
+        self._weights = {v: {k: t.to(device) for k, t in w.items()} for v, w in self._weights.items()}
+        if self._spare is not None:
+            self._spare.to(device)
+
     def __contains__(self, version: int) -> bool:
         return version in self._weights
 

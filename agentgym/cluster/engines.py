@@ -93,6 +93,12 @@ class EngineReplica:
         await self._catch_up()
         return await self.engine.update_weights(weights, version=version)
 
+    async def sleep(self) -> None:
+        await self.engine.sleep()
+
+    async def wake_up(self) -> None:
+        await self.engine.wake_up()
+
     async def version(self) -> int:
         """The version this replica serves (after catching up)."""
         await self._catch_up()
@@ -218,6 +224,13 @@ class ReplicatedEngine(EngineClient):
                 raise result  # a replica that died loads the board's weights when it is back; any other failure is real
         self._version = version
         return version
+
+    async def sleep(self) -> None:
+        """Every replica hands its device to a colocated trainer (see the engines' ``sleep``)."""
+        await asyncio.gather(*(answer(r.sleep.remote()) for r in self._replicas))
+
+    async def wake_up(self) -> None:
+        await asyncio.gather(*(answer(r.wake_up.remote()) for r in self._replicas))
 
     def stats(self) -> EngineStats:
         """The replicas' counters summed, busy time averaged over them (so its fraction stays within 0 and 1),

@@ -41,7 +41,7 @@ import torch
 from transformers import PreTrainedModel
 
 from agentgym.inference._batch import KVBatch
-from agentgym.inference._batch_requests import Sequence, WeightUpdate
+from agentgym.inference._batch_requests import Sequence, WeightUpdate, settle_future
 from agentgym.inference._prefix_cache import CachedPrefix, PrefixCache
 from agentgym.inference._torch_loading import eos_token_ids, load_model, load_state, read_checkpoint
 from agentgym.inference.sampling import sample_token, sampling_logprobs
@@ -90,6 +90,8 @@ class TorchEngine:
         self._cond = threading.Condition()
         self._incoming: deque[Sequence] = deque()
         self._updates: deque[WeightUpdate] = deque()
+        self._sleeps: deque[tuple[bool, asyncio.Future[None], asyncio.AbstractEventLoop]] = deque()
+        self._asleep = False
         self._closing = False
         self._stats = EngineStats()
         self._since = time.perf_counter()
@@ -158,6 +160,25 @@ class TorchEngine:
             self._cond.notify()
         return await update.future
 
+    async def sleep(self) -> None:
+        """Hand the device to a colocated trainer: generation holds (requests in flight drop their KV caches and
+        wait) and the weights move to the CPU, until :meth:`wake_up`. Weight updates still apply meanwhile."""
+        await self._set_asleep(True)
+
+    async def wake_up(self) -> None:
+        """Take the device back and go on generating (interrupted requests continue where they were)."""
+        await self._set_asleep(False)
+
+    async def _set_asleep(self, asleep: bool) -> None:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        with self._cond:
+            if self._closing:
+                raise RuntimeError("the torch engine is closed; build a new TorchEngine")
+            self._sleeps.append((asleep, future, loop))
+            self._cond.notify()
+        await future
+
     def stats(self) -> EngineStats:
         """Counters since start or the last :meth:`reset_stats`."""
         with self._cond:
@@ -183,18 +204,26 @@ class TorchEngine:
             while True:
                 with self._cond:
                     while not (
-                        self._incoming or self._updates or self._waiting or self._active or self._closing
+                        self._incoming or self._updates or self._sleeps or self._closing
+                        or ((self._waiting or self._active) and not self._asleep)
                     ):
                         self._cond.wait()
                     self._waiting.extend(self._incoming)
                     self._incoming.clear()
                     updates = list(self._updates)
                     self._updates.clear()
+                    sleeps = list(self._sleeps)
+                    self._sleeps.clear()
                     if self._closing:
                         break
                 started = time.perf_counter()
                 for update in updates:
                     self._apply_update(update)
+                for asleep, future, loop in sleeps:
+                    self._apply_sleep(asleep)
+                    settle_future(loop, future, None, None)
+                if self._asleep:
+                    continue
                 self._drop_cancelled()
                 self._admit()
                 if self._active:
@@ -203,6 +232,8 @@ class TorchEngine:
                     self._stats.busy_seconds += time.perf_counter() - started
         for update in updates:
             update.settle(None, RuntimeError("the torch engine closed before the weight update was applied"))
+        for _, future, loop in sleeps:
+            settle_future(loop, future, None, None)
         for seq in [*self._active, *self._waiting]:
             seq.resolve("abort")
         self._active, self._batch = [], None
@@ -224,6 +255,16 @@ class TorchEngine:
             self._stats.weight_updates += 1
             self._stats.interrupted += len(interrupted)
         update.settle(self._version)
+
+    def _apply_sleep(self, asleep: bool) -> None:
+        if asleep and not self._asleep:
+            self._waiting.extendleft(reversed(self._active))  # they continue from their tokens on waking
+            self._active, self._batch = [], None
+            self._prefix_cache.clear()
+        self.model.to("cpu" if asleep else self.device)
+        if asleep and self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        self._asleep = asleep
 
     def _drop_cancelled(self) -> None:
         self._waiting = deque(seq for seq in self._waiting if not seq.cancelled)

@@ -114,6 +114,7 @@ class VLLMEngine:
         self._closed = False
         self._running = asyncio.Event()
         self._running.set()
+        self._asleep = False
         self._update_lock = asyncio.Lock()
         self._segments: set[asyncio.Task[FinishReason | None]] = set()
         self._clock = RequestClock()
@@ -237,21 +238,46 @@ class VLLMEngine:
             raise ValueError("update_weights got an empty state dict")
         async with self._update_lock:
             new_version = self._version + 1 if version is None else version
-            self._running.clear()
-            interrupted = [task for task in self._segments if not task.done()]
-            for task in interrupted:
-                task.cancel()
-            await asyncio.gather(*interrupted, return_exceptions=True)
-            await self._llm.pause_generation(mode="abort", clear_cache=True)
+            interrupted = await self._interrupt()
             try:
                 await self._weights.send(weights, new_version)
                 self._version = new_version
                 self._clock.counts.weight_updates += 1
-                self._clock.counts.interrupted += len(interrupted)
+                self._clock.counts.interrupted += interrupted
             finally:
+                if not self._asleep:
+                    await self._llm.resume_generation()
+                    self._running.set()
+            return self._version
+
+    async def sleep(self) -> None:
+        """Hand the GPU to a colocated trainer with vLLM's sleep mode (level 1: the weights move to the CPU, the
+        KV cache is freed; the engine needs ``enable_sleep_mode=True``): requests in flight are interrupted and
+        wait for :meth:`wake_up`."""
+        async with self._update_lock:
+            if not self._asleep:
+                self._clock.counts.interrupted += await self._interrupt()
+                await self._llm.sleep(level=1)
+                self._asleep = True
+
+    async def wake_up(self) -> None:
+        """Take the GPU back and go on generating; interrupted requests continue where they were."""
+        async with self._update_lock:
+            if self._asleep:
+                await self._llm.wake_up()
+                self._asleep = False
                 await self._llm.resume_generation()
                 self._running.set()
-            return self._version
+
+    async def _interrupt(self) -> int:
+        """Stop the requests in flight (each then waits for ``_running``) and pause vLLM; how many were stopped."""
+        self._running.clear()
+        interrupted = [task for task in self._segments if not task.done()]
+        for task in interrupted:
+            task.cancel()
+        await asyncio.gather(*interrupted, return_exceptions=True)
+        await self._llm.pause_generation(mode="abort", clear_cache=True)
+        return len(interrupted)
 
     def stats(self) -> EngineStats:
         """Counters since start or the last :meth:`reset_stats`."""

@@ -381,3 +381,31 @@ def test_cuda_batching_and_logprobs(tiny_model_dir):
         logits = engine.model(full).logits[0, 9:-1]
     expected = token_logprobs(logits, torch.tensor(alone.token_ids, device="cuda"), 1.0, 0.9).cpu()
     torch.testing.assert_close(torch.tensor(alone.logprobs), expected, atol=1e-3, rtol=1e-3)
+
+
+def test_a_sleeping_engine_holds_generation_and_goes_on_where_it_was_on_waking(tiny_model_dir):
+    """What a colocated trainer's step sees: nothing is generated while the engine sleeps, and the request in
+    flight then continues to the tokens it would have had."""
+    ids = prompt(6)
+
+    async def slept() -> tuple[list[int], list[int], int, int]:
+        engine = TorchEngine(tiny_model_dir, device="cpu")
+        engine.eos_token_ids = frozenset()
+        try:
+            task = asyncio.create_task(engine.generate(request(ids, temperature=0.0, max_tokens=120)))
+            await generated(engine, 5)
+            await engine.sleep()
+            asleep_at = engine.stats().generated_tokens
+            await asyncio.sleep(0.3)
+            held = engine.stats().generated_tokens - asleep_at
+            assert not task.done()
+            await engine.wake_up()
+            result = await task
+            again = await engine.generate(request(ids, temperature=0.0, max_tokens=120))
+            return result.token_ids, again.token_ids, held, asleep_at
+        finally:
+            await engine.close()
+
+    interrupted, uninterrupted, held, asleep_at = asyncio.run(slept())
+    assert held == 0 and 5 <= asleep_at < 120
+    assert interrupted == uninterrupted and len(interrupted) == 120

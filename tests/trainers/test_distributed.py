@@ -19,8 +19,8 @@ from agentgym.trajectory import Trajectory
 from tests.trainers.envs import VOWELS_ID
 
 ray = pytest.importorskip("ray", reason="the distributed trainer needs Ray: pip install 'agentgym[ray]'")
-from agentgym.cluster.backend import connect  # noqa: E402
-from agentgym.trainers.ranks import RankGroup  # noqa: E402
+from agentgym.cluster.backend import connect
+from agentgym.trainers.ranks import RankGroup
 
 PROMPT = [5, 17, 42, 99, 7, 250]
 ADAM_TOLERANCE = 2e-5

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 import yaml
@@ -17,14 +16,15 @@ from agentgym.config import load_config
 from agentgym.metrics_log import read_metrics
 from agentgym.trainers import TrainConfig
 from agentgym.trainers.checkpoint import latest_checkpoint, load_trainer_state
-from tests.trainers.test_train import ROOT, _config, _latest_step, _logged_steps, agentgym_process  # noqa: F401
+from tests.trainers.conftest import ROOT
+from tests.trainers.test_train import _config, _latest_step, _logged_steps
 
 pytest.importorskip("ray", reason="the distributed trainer needs Ray: pip install 'agentgym[ray]'")
 pytestmark = pytest.mark.ray
 
 
 def _leftover_ray() -> list[str]:
-    found = subprocess.run(["pgrep", "-af", "raylet|gcs_server|TrainerRank"], capture_output=True, text=True)
+    found = subprocess.run(["pgrep", "-af", "raylet|gcs_server|TrainerRank"], capture_output=True, text=True, check=False)
     return [line for line in found.stdout.splitlines() if "pgrep" not in line]
 
 

@@ -9,7 +9,6 @@ import math
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -120,6 +119,16 @@ def test_the_policy_learns_on_held_out_tasks(vowels_run):
     assert after > before + 0.005, (before, after)
 
 
+def test_a_colocated_run_hands_the_device_back_and_forth_and_learns(tiny_model_dir, tmp_path):
+    """``trainer.colocate``: the engine sleeps through each step and the trainer's state waits on the CPU while
+    the engine generates (on this CPU both are moves in place); the run still learns as the plain one does."""
+    config, result = _train(_config(tmp_path / "run", tiny_model_dir, trainer={"colocate": True}))
+    evals = _eval_records(config.run_dir)
+    assert [r["step"] for r in _train_records(config.run_dir)] == list(range(1, STEPS + 1))
+    assert evals[-1]["eval/reward_mean"] > evals[0]["eval/reward_mean"] + 0.005
+    assert result.steps == STEPS
+
+
 def test_the_synchronous_baseline_trains_on_fresh_tokens_only(tiny_model_dir, tmp_path):
     config, result = _train(
         _config(tmp_path / "run", tiny_model_dir, trainer={"async_ratio": 0}, eval={"episodes": 0})
@@ -139,28 +148,6 @@ def _latest_step(run_dir: Path) -> int:
 def _logged_steps(run_dir: Path) -> list[int]:
     path = run_dir / "batches.jsonl"
     return [json.loads(line)["step"] for line in path.read_text().splitlines()] if path.is_file() else []
-
-
-@pytest.fixture
-def agentgym_process(tmp_path):
-    """Start ``python -m agentgym ARGS`` with its output in a log file; whatever is left running is killed."""
-    started: list[subprocess.Popen] = []
-
-    def start(*args: str, log: str) -> subprocess.Popen:
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        with (tmp_path / log).open("w") as out:
-            started.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "agentgym", *args], env=env, stdout=out, stderr=subprocess.STDOUT
-                )
-            )
-        return started[-1]
-
-    yield start
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
 
 
 def test_a_killed_run_resumes_from_its_checkpoint(tiny_model_dir, tmp_path, agentgym_process):
