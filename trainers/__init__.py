@@ -1,5 +1,6 @@
 """Trainers: the asynchronous decoupled trainer with off-policy corrections (``async_ratio: 0`` is its
-synchronous baseline), SFT warm start through TRL, checkpoints and weight sync.
+synchronous baseline) in one process or on several ranks (DDP or FSDP2, launched by Ray), SFT warm start
+through TRL, checkpoints and weight sync.
 
 ``train``, ``resume``, ``TrainConfig`` and ``TrainResult`` are imported on first use, so the CLI can read
 a config before torch loads.

@@ -40,7 +40,8 @@ class TrainerRank:
         if self.config.engine.threads is not None:
             torch.set_num_threads(self.config.engine.threads)
         device = resolve_device(trainer.device)
-        if device.type == "cuda":
+        if device.type == "cuda":  # Ray shows a rank its own GPUs only: the first is this rank's
+            device = torch.device("cuda", device.index or 0)
             torch.cuda.set_device(device)
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", init_method=rendezvous, rank=self.rank,
                                 world_size=trainer.world_size, timeout=timedelta(seconds=trainer.collective_timeout))
@@ -59,7 +60,9 @@ class TrainerRank:
         return self._learner().skip()
 
     def weights(self) -> dict[str, torch.Tensor] | None:
-        return self._learner().weights()
+        """The whole weights on the CPU (rank 0; ``None`` on the others): the driver may have no GPU."""
+        weights = self._learner().weights()
+        return None if weights is None else {name: tensor.cpu() for name, tensor in weights.items()}
 
     def offload(self) -> None:
         self._learner().offload()

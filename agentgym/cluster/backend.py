@@ -85,8 +85,8 @@ class RayBackend:
 
 def connect(address: str | None) -> bool:
     """Join the Ray cluster at ``address`` or ``RAY_ADDRESS``, or (neither) start a local Ray labelled with what this
-    machine has; return whether a Ray was started here (the caller then shuts it down). Nothing where this process
-    has joined one already."""
+    machine has; return whether this call connected (the caller then calls ``ray.shutdown()``, which also stops a
+    local Ray). Nothing where this process is connected already: the trainer's ranks and the ray backend share one."""
     try:
         import ray
     except ImportError:

@@ -241,14 +241,22 @@ def _agentgym(monkeypatch, capsys, *args: str) -> tuple[int, str]:
 @pytest.mark.parametrize(
     ("override", "key"),
     [("trainer.stepz=3", "trainer.stepz"), ("optim.lr=-1", "optim.lr"), ("eval.suite=games-v9", "eval.suite"),
-     ("rollout.backend=rai", "rollout.backend"), ("rollout.ray.env_workers=0", "rollout.ray.env_workers")],
+     ("rollout.backend=rai", "rollout.backend"), ("rollout.ray.env_workers=0", "rollout.ray.env_workers"),
+     ("trainer.strategy=zero3", "trainer.strategy"), ("trainer.world_size=0", "trainer.world_size"),
+     ("trainer.world_size=2 trainer.strategy=single", "trainer.strategy")],
 )
 def test_a_bad_override_exits_2_naming_the_key(tiny_model_dir, tmp_path, monkeypatch, capsys, override, key):
     config_file = tmp_path / "train.yaml"
     config_file.write_text(yaml.safe_dump(_config(tmp_path / "run", tiny_model_dir)))
-    code, err = _agentgym(monkeypatch, capsys, "train", str(config_file), override)
+    code, err = _agentgym(monkeypatch, capsys, "train", str(config_file), *override.split())
     assert code == 2 and key in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("config", sorted(p.name for p in (ROOT / "trainers" / "configs").glob("*.yaml")
+                                           if not p.name.startswith("sft")))
+def test_every_bundled_train_config_is_valid(config):
+    load_config(TrainConfig, ROOT / "trainers" / "configs" / config)
 
 
 def test_a_run_dir_holding_a_run_is_not_overwritten(vowels_run, tmp_path, monkeypatch, capsys):
