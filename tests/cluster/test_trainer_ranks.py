@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import psutil
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
@@ -30,10 +31,12 @@ def test_ranks_on_two_nodes_train_as_one_process_and_a_lost_node_fails_the_step_
             for key, value in group.weights().items():
                 torch.testing.assert_close(value, single.model.state_dict()[key], rtol=0, atol=ADAM_TOLERANCE)
 
-            lost = next(r["rank"] for r in group.where if r["node_id"] == nodes.node_id(1))
+            lost = next(r for r in group.where if r["node_id"] == nodes.node_id(1))
             nodes.cluster.remove_node(nodes.nodes[1], allow_graceful=False)
+            _, alive = psutil.wait_procs([psutil.Process(lost["pid"])], timeout=60)  # it plays on until it sees
+            assert not alive  # its raylet gone
             started = time.monotonic()
-            with pytest.raises(TrainerRankError, match=f"rank {lost} died") as failure:
+            with pytest.raises(TrainerRankError, match=f"rank {lost['rank']} died") as failure:
                 group.step(batch)
             assert time.monotonic() - started < config.trainer.collective_timeout + 10
             assert "failed at version 1" in str(failure.value)
