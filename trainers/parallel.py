@@ -25,6 +25,8 @@ from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel
 from transformers import PreTrainedModel
 
+from agentgym.algorithms import grad_norm
+
 _LOGIT_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "logits_scaling")
 """Config fields of architectures that transform the output layer's logits (Gemma 2, Cohere, Granite)."""
 
@@ -99,15 +101,13 @@ def gradient_sync(policy: nn.Module, enabled: bool) -> Iterator[None]:
 
 def clip_gradients(parameters: Iterable[nn.Parameter], max_norm: float | None) -> float:
     """The global L2 norm of the gradients (sharded ones included), and clip them to ``max_norm`` where given."""
-    grads = [p.grad for p in parameters if p.grad is not None]
-    if not grads:
-        return 0.0
-    total = torch.nn.utils.get_total_norm(grads)
-    norm = float((total.full_tensor() if isinstance(total, DTensor) else total).item())
+    parameters = list(parameters)
+    norm = grad_norm(parameters)
     if max_norm is not None and norm > max_norm:
         scale = max_norm / (norm + 1e-6)
-        for grad in grads:
-            grad.mul_(scale)
+        for p in parameters:
+            if p.grad is not None:
+                p.grad.mul_(scale)
     return norm
 
 

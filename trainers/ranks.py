@@ -71,7 +71,8 @@ class RankGroup:
 
     def step(self, batch: TrainBatch) -> dict[str, float]:
         """One optimizer step on ``batch``, each rank training its share; the step's merged metrics."""
-        parts = self._each("train", shares(batch, self.config.trainer.micro_batch_size, len(self._ranks)))
+        parts = self._each("train", [(s,) for s in shares(batch, self.config.trainer.micro_batch_size,
+                                                          len(self._ranks))])
         self.version += 1
         return merge_metrics(parts, batch)
 
@@ -118,14 +119,14 @@ class RankGroup:
     def _all(self, method: str, *args: Any) -> list[Any]:
         return self._each(method, [args] * len(self._ranks))
 
-    def _each(self, method: str, args: list[Any]) -> list[Any]:
-        """Call ``method`` on every rank (rank ``i`` with ``args[i]``, a tuple or one argument) and return their
+    def _each(self, method: str, args: list[tuple[Any, ...]]) -> list[Any]:
+        """Call ``method`` on every rank (rank ``i`` with the arguments ``args[i]``) and return their
         results in rank order; where one fails, wait up to the collective timeout for the others to fail as
         well, end them all, and raise naming each rank and what became of it."""
         import ray
         from ray.exceptions import RayActorError, RayTaskError
 
-        refs = {getattr(rank, method).remote(*(a if isinstance(a, tuple) else (a,))): i
+        refs = {getattr(rank, method).remote(*a): i
                 for i, (rank, a) in enumerate(zip(self._ranks, args, strict=True))}
         results: dict[int, Any] = {}
         failures: dict[int, str] = {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import torch
+from torch.distributed.tensor import DTensor
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -42,6 +43,10 @@ def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
 
 
 def grad_norm(parameters: Iterable[torch.nn.Parameter]) -> float:
-    """Global L2 norm of the gradients of ``parameters`` (those without a gradient count as 0)."""
-    norms = [p.grad.detach().float().norm() for p in parameters if p.grad is not None]
-    return torch.stack(norms).norm().item() if norms else 0.0
+    """Global L2 norm of the gradients of ``parameters`` (those without a gradient count as 0); sharded (FSDP)
+    gradients count whole: their shards' norms are combined across the ranks, which must all call it."""
+    grads = [p.grad.detach().float() for p in parameters if p.grad is not None]
+    if not grads:
+        return 0.0
+    total = torch.nn.utils.get_total_norm(grads)
+    return float((total.full_tensor() if isinstance(total, DTensor) else total).item())

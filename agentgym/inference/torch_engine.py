@@ -249,8 +249,7 @@ class TorchEngine:
             return
         self._version = update.version if update.version is not None else self._version + 1
         interrupted = [seq for seq in [*self._active, *self._waiting] if seq.token_ids]
-        self._waiting.extendleft(reversed(self._active))
-        self._active, self._batch = [], None
+        self._requeue_active()
         with self._cond:
             self._stats.weight_updates += 1
             self._stats.interrupted += len(interrupted)
@@ -258,13 +257,17 @@ class TorchEngine:
 
     def _apply_sleep(self, asleep: bool) -> None:
         if asleep and not self._asleep:
-            self._waiting.extendleft(reversed(self._active))  # they continue from their tokens on waking
-            self._active, self._batch = [], None
+            self._requeue_active()
             self._prefix_cache.clear()
         self.model.to("cpu" if asleep else self.device)
         if asleep and self.device.type == "cuda":
             torch.cuda.empty_cache()
         self._asleep = asleep
+
+    def _requeue_active(self) -> None:
+        """Drop the running batch and its KV cache; its requests wait first in line and continue from their tokens."""
+        self._waiting.extendleft(reversed(self._active))
+        self._active, self._batch = [], None
 
     def _drop_cancelled(self) -> None:
         self._waiting = deque(seq for seq in self._waiting if not seq.cancelled)
