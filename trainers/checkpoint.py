@@ -67,6 +67,8 @@ class TrainerState:
     scheduler: dict[str, Any]
     data: DataPosition
     rng: dict[str, Any]
+    sampler: dict[str, Any] | None = None
+    """The task sampler's state: tasks handed out and not consumed, counts, the curriculum."""
 
 
 def rng_state() -> dict[str, Any]:
@@ -91,7 +93,7 @@ def save_checkpoint(run_dir: Path, learner: Any, tokenizer: Any, state: TrainerS
     learner.save(tmp)
     tokenizer.save_pretrained(tmp / "model")
     torch.save({"step": state.step, "scheduler": state.scheduler,
-                "data": state.data.state(), "rng": state.rng}, tmp / STATE_FILE)
+                "data": state.data.state(), "rng": state.rng, "sampler": state.sampler}, tmp / STATE_FILE)
     _fsync_tree(tmp)
     if final.exists():
         shutil.rmtree(final)
@@ -116,7 +118,7 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
 def load_trainer_state(checkpoint: Path) -> TrainerState:
     raw = torch.load(checkpoint / STATE_FILE, weights_only=False)
     return TrainerState(step=raw["step"], scheduler=raw["scheduler"],
-                        data=DataPosition.from_state(raw["data"]), rng=raw["rng"])
+                        data=DataPosition.from_state(raw["data"]), rng=raw["rng"], sampler=raw.get("sampler"))
 
 
 def _write_atomically(path: Path, text: str) -> None:

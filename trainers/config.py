@@ -12,6 +12,8 @@ from agentgym.cluster.config import BackendConfig
 from agentgym.config import Config
 from agentgym.episode import Timeouts
 from agentgym.suites import load_suite
+from agentgym.trainers.curriculum import CurriculumConfig
+from agentgym.trainers.mixture import EnvEntry, EnvField, Source, SuiteMixture, sources
 
 
 class ModelConfig(Config):
@@ -47,17 +49,6 @@ class SamplingSection(Config):
     """Tokens per turn."""
 
 
-class EnvSection(Config):
-    """The environment trained on, and its train and held-out tasks."""
-
-    id: str
-    kwargs: dict[str, Any] = Field(default_factory=dict)
-    difficulties: list[str | None] = Field(default_factory=lambda: [None])
-    """Difficulty levels cycled through by the tasks (null: the env's default)."""
-    seed_start: int = Field(0, ge=0)
-    """Train tasks take consecutive seeds of the train split from here."""
-
-
 class AlgorithmSection(Config):
     """Advantages, the corrected PPO loss, and where ``pi_old`` comes from."""
 
@@ -69,6 +60,12 @@ class AlgorithmSection(Config):
     weights before the step stand in for every version (AReaL's proximal policy; no snapshots)."""
     skip_uniform_groups: bool = True
     """Leave out groups whose rewards are all equal (their advantages are 0): no compute spent on them."""
+    dynamic_sampling: bool = False
+    """Fill every step with groups that carry a learning signal (DAPO): a group whose rewards are all equal
+    is dropped and counted, and the rollout plays another task in its place."""
+    dynamic_sampling_draws: float = Field(4.0, ge=1)
+    """The bound on extra rollouts: a step takes at most this many times ``groups_per_step`` groups. One left
+    short trains on the groups with signal it found; one that found none stops the run, saying so."""
     entropy_coef: float = Field(0.0, ge=0)
     """Bonus on the mean entropy of agent tokens."""
 
@@ -182,7 +179,11 @@ class TrainConfig(Config):
     output_dir: str
     """The run directory: resolved config, metrics, curves, checkpoints, evaluation report."""
     model: ModelConfig
-    env: EnvSection
+    env: EnvField
+    """One environment ``{id, kwargs, difficulties, seed_start}``; a list of them, each with a sampling
+    ``weight`` (a mixture, played in one rollout); or ``{suite: NAME, weights, kwargs}``, the suite's train split."""
+    curriculum: CurriculumConfig | None = None
+    """``success_window``: move each environment's level mix toward levels whose recent success is in a band."""
     engine: EngineConfig = EngineConfig()
     sampling: SamplingSection = SamplingSection()
     algorithm: AlgorithmSection = AlgorithmSection()
@@ -193,11 +194,29 @@ class TrainConfig(Config):
     rollout: BackendConfig = BackendConfig()
     """Where episodes and the engine run: ``rollout.backend=ray`` puts them in Ray actors (``rollout.ray.*``)."""
 
+    @field_validator("curriculum", mode="before")
+    @classmethod
+    def _by_name(cls, value: Any) -> Any:
+        return {"name": value} if isinstance(value, str) else value
+
+    @field_validator("env")
+    @classmethod
+    def _distinct(cls, env: EnvEntry | list[EnvEntry] | SuiteMixture) -> EnvEntry | list[EnvEntry] | SuiteMixture:
+        if isinstance(env, list) and not env:
+            raise ValueError("list at least one environment")
+        sources(env)
+        return env
+
     @model_validator(mode="after")
     def _fits(self) -> TrainConfig:
         if self.trainer.concurrency < self.trainer.group_size:
             raise ValueError("trainer.concurrency must be at least trainer.group_size (a group runs at once)")
         return self
+
+    @property
+    def sources(self) -> list[Source]:
+        """The environments trained on (one, or a mixture's)."""
+        return sources(self.env)
 
     @property
     def run_dir(self) -> Path:

@@ -6,10 +6,12 @@ new ones only within ``async_ratio`` versions of the weights, AReaL's rule), and
 version then increases. ``async_ratio: 0`` is the synchronous on-policy baseline on this same path: the
 rollout waits for each update and the trainer for each full batch.
 
-Train tasks are numbered by position (task seed ``env.seed_start + position``) and handed out in order.
+Train tasks are numbered by position and handed out in order by a :class:`TaskSampler`: one environment, or a
+mixture drawn by weight (a suite's train split among them), with levels in turn or moved by a curriculum.
 An episode's seeds depend only on the run's seed, its task's position and its attempt within the group
 (``info["seed"]``), and the checkpoint's :class:`DataPosition` records which positions were consumed
-(trained on, or skipped as failed on infrastructure); a resumed run hands out the pending ones first.
+(trained on, dropped without signal, or skipped as failed on infrastructure) and the sampler's state which
+task each handed-out position holds; a resumed run hands out the pending ones first, as they were.
 So a run resumed from step ``k``'s checkpoint plays every task with the same episode seeds as the run
 that went on, losing and doubling none. Which step trains on which group follows ``trainer.group_order``:
 with ``finish`` (the default) the first groups to close, which depends on timing in any asynchronous
@@ -23,11 +25,12 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import shutil
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -65,10 +68,14 @@ from agentgym.trainers.checkpoint import (
     set_rng_state,
 )
 from agentgym.trainers.config import TrainConfig
+from agentgym.trainers.curriculum import SuccessWindow
 from agentgym.trainers.learner import MODEL_DIR, Learner, load_model, resolve_device
+from agentgym.trainers.metrics import by_environment, eval_by_environment
+from agentgym.trainers.mixture import SuiteMixture
 from agentgym.trainers.progress import TrainProgress
 from agentgym.trainers.ranks import RankGroup, TrainerRankError
 from agentgym.trainers.report import write_report
+from agentgym.trainers.sampler import TaskSampler
 from agentgym.trajectory import Trajectory
 
 CONFIG_FILE = "config.yaml"
@@ -76,10 +83,26 @@ CURVES_FILE = "curves.png"
 RANKS_FILE = "ranks.json"
 """Where each trainer rank of a distributed run runs (rank, pid, node, device), written as the run starts."""
 BATCHES_FILE = "batches.jsonl"
-"""One line per step: the train task positions it consumed, trained on (``tasks``) or skipped as failed
-(``failed``), so no group is lost or doubled on resume, and the seeds of its episodes (``info["seed"]``)."""
+"""One line per step: the train task positions it consumed, trained on (``tasks``), dropped by dynamic sampling
+(``dropped``) or skipped as failed (``failed``), so no group is lost or doubled on resume, and the seeds of the
+episodes it trained on (``info["seed"]``)."""
 _Closed = tuple[int, list[Trajectory] | None]
 """A closed group of train tasks: its position and kept members, ``None`` where it failed."""
+
+
+@dataclass
+class _Draw:
+    """The closed groups a step took from the rollout."""
+
+    trained: list[list[Trajectory]] = field(default_factory=list)
+    dropped: list[list[Trajectory]] = field(default_factory=list)
+    """Groups whose rewards were all equal, left out by dynamic sampling."""
+    failed: list[int] = field(default_factory=list)
+    """Positions of groups that failed on infrastructure."""
+
+    @property
+    def closed(self) -> int:
+        return len(self.trained) + len(self.dropped) + len(self.failed)
 
 
 @dataclass(frozen=True)
@@ -126,7 +149,11 @@ class _Run:
         if config.engine.threads is not None:
             torch.set_num_threads(config.engine.threads)
         torch.manual_seed(config.trainer.seed)
-        make(config.env.id, **config.env.kwargs).close()  # a bad env id or kwargs fails here, not in every episode
+        for source in config.sources:  # a bad env id or kwargs fails here, not in every episode
+            make(source.id, **source.kwargs).close()
+        levels = {s.id: s.difficulties for s in config.sources}
+        curriculum = SuccessWindow(config.curriculum, levels) if config.curriculum else None
+        self.sampler = TaskSampler(config.sources, config.trainer.seed, curriculum)
         self.held_out, self.eval_spec = self._held_out()
         self.device = resolve_device(config.trainer.device)
         self.source = checkpoint / MODEL_DIR if checkpoint else Path(config.model.path)
@@ -143,6 +170,8 @@ class _Run:
                 self._close_learner()
                 raise
             self.step, self.data = state.step, state.data
+            if state.sampler is not None:
+                self.sampler.load_state(state.sampler)
             set_rng_state(state.rng)
         kept = self.step if checkpoint else -1
         rewind_jsonl(self.run_dir / BATCHES_FILE, kept)
@@ -228,25 +257,25 @@ class _Run:
             seed=trainer.seed,
             timeouts=trainer.timeouts,
         )
-        scheduler = RolloutScheduler(config.env.id, self._policy(engine), rollout_config,
-                                     env_kwargs=config.env.kwargs, engine=engine, backend=self.backend)
+        scheduler = RolloutScheduler({s.id: s.kwargs for s in config.sources}, self._policy(engine), rollout_config,
+                                     engine=engine, backend=self.backend)
         colocate = trainer.colocate
         if colocate:
             self.learner.offload()  # the engine has the device while it generates
         with TrainProgress(trainer.steps, self.step, console=self.console) as progress:
             if self.step == 0:
                 self._evaluate(background, engine, log, progress)
-            rollout = background.submit(scheduler.run(map(self._task, self._order()), indices=self._order()))
+            rollout = background.submit(scheduler.run(map(self.sampler.task, self._order()), indices=self._order()))
             groups = _closed(scheduler.stream, self._order(), in_order=trainer.group_order == "handout")
             try:
                 while self.step < trainer.steps:
                     step_started = time.perf_counter()
-                    batch, failed = self._next_batch(background, groups, rollout)
+                    draw = self._next_batch(background, groups, rollout, scheduler)
                     waited = time.perf_counter() - step_started
                     if colocate:
                         background.run(engine.sleep())
                         self.learner.onload()
-                    metrics = self._learn(batch)
+                    metrics = self._learn(draw)
                     publish_started = time.perf_counter()
                     weights = self.learner.weights()
                     if colocate:
@@ -258,7 +287,7 @@ class _Run:
                     metrics["time/publish_seconds"] = time.perf_counter() - publish_started
                     background.call(scheduler.notify)
                     self.step = self.learner.version
-                    self._consume(batch, failed)
+                    metrics.update(self._consume(draw))
                     metrics.update(scheduler.metrics.log_dict())
                     seconds = time.perf_counter() - step_started
                     metrics["time/step_seconds"] = seconds
@@ -280,40 +309,62 @@ class _Run:
         (handed out but never consumed), then new ones."""
         return itertools.chain(self.data.pending(), itertools.count(self.data.next))
 
-    def _task(self, position: int) -> Task:
-        env = self.config.env
-        difficulty = env.difficulties[position % len(env.difficulties)]
-        return TaskSet.generate(env.id, 1, split="train", start=env.seed_start + position,
-                                difficulties=[difficulty])[0]
-
-    def _next_batch(self, background: BackgroundLoop, groups: AsyncIterator[_Closed], rollout: Any
-                    ) -> tuple[list[list[Trajectory]], list[int]]:
-        """The next ``groups_per_step`` complete groups in order, and the positions of failed ones passed."""
-        batch: list[list[Trajectory]] = []
-        failed: list[int] = []
-        while len(batch) < self.config.trainer.groups_per_step:
+    def _next_batch(self, background: BackgroundLoop, groups: AsyncIterator[_Closed], rollout: Any,
+                    scheduler: RolloutScheduler) -> _Draw:
+        """The next ``groups_per_step`` complete groups (under dynamic sampling, with signal), and those passed."""
+        wanted, algorithm = self.config.trainer.groups_per_step, self.config.algorithm
+        limit = math.ceil(algorithm.dynamic_sampling_draws * wanted) if algorithm.dynamic_sampling else math.inf
+        draw = _Draw()
+        while len(draw.trained) < wanted and draw.closed < limit:
             try:
                 position, members = background.run(anext(groups))
             except StopAsyncIteration:
                 rollout.result()
                 raise AgentGymError("the rollout ended before training did (every task group failed?)") from None
             if members is None:
-                failed.append(position)
+                draw.failed.append(position)
+            elif algorithm.dynamic_sampling and len({t.reward for t in members}) == 1:
+                draw.dropped.append(members)
+                background.call(scheduler.release, len(members))
             else:
-                batch.append(members)
-        return batch, failed
+                draw.trained.append(members)
+        if len(draw.trained) < wanted:
+            self._short(draw, limit)
+        return draw
 
-    def _learn(self, groups: list[list[Trajectory]]) -> dict[str, float]:
+    def _short(self, draw: _Draw, limit: float) -> None:
+        """Dynamic sampling drew its bound of groups and found too few with signal: go on with those found,
+        or, with none, stop the run saying why."""
+        step, wanted = self.step + 1, self.config.trainer.groups_per_step
+        if draw.trained:
+            self.console.print(f"[yellow]step {step}: dynamic sampling found {len(draw.trained)} of {wanted} "
+                               f"groups with signal in {draw.closed} drawn; training on those[/]")
+            return
+        rewards = [t.reward for group in draw.dropped for t in group]
+        seen = f"; their mean reward was {sum(rewards) / len(rewards):.2f}" if rewards else ""
+        raise AgentGymError(
+            f"step {step}: dynamic sampling gave up after {draw.closed} groups (algorithm.dynamic_sampling_draws="
+            f"{self.config.algorithm.dynamic_sampling_draws} x trainer.groups_per_step={wanted}): every one had "
+            f"equal rewards within the group ({len(draw.dropped)}) or failed ({len(draw.failed)}){seen}. There is "
+            "nothing to learn from: the tasks are all too hard or all too easy for this model; change env "
+            "difficulties or raise algorithm.dynamic_sampling_draws")
+
+    def _learn(self, draw: _Draw) -> dict[str, float]:
         """Advantages per group, one optimizer step on the groups that carry signal, and the batch's metrics."""
-        algorithm = self.config.algorithm
+        algorithm, groups = self.config.algorithm, draw.trained
         trajectories = [t for group in groups for t in group]
         rewards = torch.tensor([t.reward for t in trajectories], dtype=torch.float32)
         group_ids = [i for i, group in enumerate(groups) for _ in group]
         advantages = compute_advantages(algorithm.advantage, rewards, group_ids)
         mixed = [len({t.reward for t in group}) > 1 for group in groups]
         keep = [i for i, g in enumerate(group_ids) if mixed[g] or not algorithm.skip_uniform_groups]
-        metrics = _batch_metrics(trajectories, self.learner.version)
+        played = trajectories + [t for group in draw.dropped for t in group]
+        metrics = _batch_metrics(played, self.learner.version)
+        metrics.update(by_environment("rollout", played, self.config.sources))
         metrics["rollout/mixed_group_fraction"] = sum(mixed) / len(groups)
+        if algorithm.dynamic_sampling:
+            metrics["dynamic/dropped_groups"] = len(draw.dropped)
+            metrics["dynamic/drawn_groups"] = draw.closed
         if keep:
             batch = collate([trajectories[i] for i in keep], advantages[keep], self._pad_id())
             metrics.update(self.learner.step(batch))
@@ -325,13 +376,26 @@ class _Run:
         pad = self.tokenizer.pad_token_id
         return pad if pad is not None else self.tokenizer.eos_token_id
 
-    def _consume(self, groups: list[list[Trajectory]], failed: list[int]) -> None:
-        trained = [group[0].info["group"]["index"] for group in groups]
-        for position in [*trained, *failed]:
+    def _consume(self, draw: _Draw) -> dict[str, float]:
+        """Mark the step's positions consumed, record them, and let the curriculum see the outcomes; returns
+        the curriculum's metrics."""
+        trained = [group[0].info["group"]["index"] for group in draw.trained]
+        dropped = [group[0].info["group"]["index"] for group in draw.dropped]
+        for position in [*trained, *dropped, *draw.failed]:
             self.data.consume(position)
-        seeds = sorted(t.info["seed"] for group in groups for t in group)
+            self.sampler.consume(position)
+        seeds = sorted(t.info["seed"] for group in draw.trained for t in group)
         with (self.run_dir / BATCHES_FILE).open("a") as f:
-            f.write(json.dumps({"step": self.step, "tasks": trained, "failed": failed, "seeds": seeds}) + "\n")
+            f.write(json.dumps({"step": self.step, "tasks": trained, "dropped": dropped, "failed": draw.failed,
+                                "seeds": seeds}) + "\n")
+        curriculum = self.sampler.curriculum
+        if curriculum is None:
+            return {}
+        for group in [*draw.trained, *draw.dropped]:
+            task = group[0].task
+            curriculum.observe(task.env_id, task.difficulty, [t.success for t in group])
+        curriculum.update()
+        return curriculum.metrics()
 
     def _due(self, every: int) -> bool:
         return self.step == self.config.trainer.steps or (every > 0 and self.step % every == 0)
@@ -352,7 +416,8 @@ class _Run:
                                                timeouts=self.config.trainer.timeouts, backend=self.backend))
         values = {"eval/success_rate": scores.success_rate, "eval/reward_mean": scores.mean_reward,
                   "eval/turns_mean": scores.mean_turns, "eval/infra_errors": scores.infra_errors,
-                  **{f"eval/success_{b.name}": b.success_rate for b in scores.by_difficulty}}
+                  **{f"eval/success_{b.name}": b.success_rate for b in scores.by_difficulty},
+                  **eval_by_environment(scores, self.config.sources)}
         metrics = {key: value for key, value in values.items() if value is not None}  # None: nothing scored
         if scheduler is not None:
             metrics["eval/rollout_started_meanwhile"] = scheduler.metrics.started - started
@@ -360,26 +425,28 @@ class _Run:
         progress.update(metrics)
 
     def _held_out(self) -> tuple[list[Task], RunSpec]:
-        """The test-split tasks evaluated (the suite's of the trained environment, or generated ones) and
-        the spec of their evaluations, made once per run."""
-        config = self.config
-        suite = load_suite(config.eval.suite) if config.eval.suite else None
+        """The test-split tasks evaluated, up to ``eval.episodes`` per environment (the suite's, or generated
+        ones), and the spec of their evaluations, made once per run."""
+        config, sources = self.config, self.config.sources
+        named = config.eval.suite or (config.env.suite if isinstance(config.env, SuiteMixture) else None)
+        suite = load_suite(named) if named else None
         if suite is None:
-            tasks = list(TaskSet.generate(config.env.id, config.eval.episodes, split="test",
-                                          difficulties=config.env.difficulties))
+            tasks = [t for s in sources for t in TaskSet.generate(s.id, config.eval.episodes, split="test",
+                                                                   difficulties=s.difficulties)]
         else:
-            tasks = [t for t in suite.split("test") if t.env_id == config.env.id][: config.eval.episodes]
-            if not tasks:
-                raise AgentGymError(f"eval.suite: {suite.name} has no test tasks of {config.env.id}")
+            tasks = [t for s in sources for t in suite.split("test").filter(env_id=s.id)[: config.eval.episodes]]
+            if not tasks and config.eval.episodes:
+                raise AgentGymError(f"eval.suite: {suite.name} has no test tasks of {', '.join(s.id for s in sources)}")
         spec = RunSpec(agent="learner", engine=config.engine.name, model=config.model.path,
                        sampling=self._sampling(config.eval.temperature),
                        suite=suite.name if suite else None, suite_sha256=suite.sha256 if suite else None,
                        tasks_sha256=tasks_digest(tasks), seed=config.trainer.seed,
-                       max_retries=config.trainer.max_retries, env_args={config.env.id: config.env.kwargs})
+                       max_retries=config.trainer.max_retries, env_args={s.id: s.kwargs for s in sources})
         return tasks, spec
 
     def _checkpoint(self) -> None:
-        state = TrainerState(step=self.step, scheduler=self.learner.scheduler_state(), data=self.data, rng=rng_state())
+        state = TrainerState(step=self.step, scheduler=self.learner.scheduler_state(), data=self.data, rng=rng_state(),
+                             sampler=self.sampler.state())
         with quiet_progress_bars():
             save_checkpoint(self.run_dir, self.learner, self.tokenizer, state, keep=self.config.checkpoint.keep)
 

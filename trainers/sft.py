@@ -149,7 +149,7 @@ def run_sft(config: SFTRunConfig, *, console: Console | None = None) -> SFTResul
         )
     _bf16(config.trl)
     tokenizer = AutoTokenizer.from_pretrained(config.model)
-    rows = _collect(config.data, tokenizer, console)
+    rows = [row for data in config.sources for row in _collect(data, tokenizer, console)]
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(dump_config(config), encoding="utf-8")
     agent_tokens = sum(sum(row["assistant_masks"]) for row in rows)

@@ -80,5 +80,11 @@ class SFTRunConfig(Config):
     """A local Hugging Face model folder (weights, tokenizer with a chat template)."""
     output_dir: Path = Path("runs/sft")
     """Where the run writes ``config.yaml``, ``metrics.jsonl`` and the trained ``model/``."""
-    data: SFTData = SFTData()
+    data: SFTData | list[SFTData] = SFTData()
+    """One environment's demonstrations, or a list of several environments' (a mixture), trained on together."""
     trl: TRLSettings = TRLSettings()
+
+    @property
+    def sources(self) -> list[SFTData]:
+        """The environments demonstrated, as a list."""
+        return self.data if isinstance(self.data, list) else [self.data]

@@ -14,7 +14,7 @@ from agentgym.evaluation.scores import mean
 from agentgym.policies import Policy
 from agentgym.rollout.config import RolloutConfig
 from agentgym.rollout.metrics import RolloutMetrics
-from agentgym.rollout.runner import Backend
+from agentgym.rollout.runner import Backend, EnvKwargs
 from agentgym.rollout.scheduler import GroupResult, RolloutScheduler
 from agentgym.rollout.stream import TrajectoryStream
 from agentgym.tasks import Task, TaskSet
@@ -64,7 +64,7 @@ Settle = Callable[[int, Trajectory, list[Trajectory]], None]
 
 
 async def play_tasks(
-    env_id: str,
+    env: str | EnvKwargs,
     policy: Policy,
     tasks: Sequence[Task],
     config: RolloutConfig,
@@ -77,14 +77,15 @@ async def play_tasks(
     """Play every task once through the asynchronous rollout. An episode that fails on infrastructure
     is played again while ``config.max_retries`` lasts; the last attempt is the task's final trajectory.
     ``indices`` (default 0, 1, ...) name the tasks and seed the policy (see :class:`RolloutScheduler`);
-    ``backend`` says where the episodes play (default: here)."""
+    ``backend`` says where the episodes play (default: here). ``env`` is an environment id (made with
+    ``env_kwargs``) or several ids with their keyword arguments, played at once."""
 
     def on_group(group: GroupResult) -> None:
         if group.kept or group.errors:  # a group whose episodes were all cancelled has nothing to report
             final = group.kept[0] if group.kept else group.errors[-1]
             settle(group.index, final, [t for t in group.errors if t is not final])
 
-    scheduler = RolloutScheduler(env_id, policy, config, env_kwargs=env_kwargs, on_group=on_group, backend=backend)
+    scheduler = RolloutScheduler(env, policy, config, env_kwargs=env_kwargs, on_group=on_group, backend=backend)
     async with asyncio.TaskGroup() as group:
         group.create_task(_drain(scheduler.stream))
         return await scheduler.run(tasks, indices=indices)

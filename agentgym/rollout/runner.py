@@ -4,6 +4,7 @@ only plays one episode when asked, and never raises for a failed one."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -47,6 +48,43 @@ class Backend(Protocol):
     def engine(self, name: str, model: str | Path, **engine_kwargs: Any) -> InferenceEngine:
         """Inference engine ``name`` (``torch``, ``vllm``) serving the local model folder ``model``."""
         ...
+
+
+EnvKwargs = Mapping[str, dict[str, Any] | None]
+"""The environments of a rollout: each id with the keyword arguments its instances are made with."""
+
+
+class MixtureRunner:
+    """Plays each task with the runner of the task's environment: one runner (and env pool) per environment,
+    so one rollout runs a whole mixture of environments at once."""
+
+    def __init__(self, backend: Backend, envs: EnvKwargs, policy: Policy, *, close_timeout: float | None) -> None:
+        if not envs:
+            raise ValueError("a rollout needs at least one environment")
+        self._runners = {env_id: backend.runner(env_id, policy, kwargs, close_timeout=close_timeout)
+                         for env_id, kwargs in envs.items()}
+
+    @property
+    def close_errors(self) -> int:
+        return sum(runner.close_errors for runner in self._runners.values())
+
+    async def play(self, task: Task, *, seed: tuple[int, ...], timeouts: Timeouts) -> Trajectory:
+        runner = self._runners.get(task.env_id)
+        if runner is None:
+            raise ValueError(f"a task of {task.env_id}, which this rollout does not run (it runs "
+                             f"{', '.join(self._runners)})")
+        return await runner.play(task, seed=seed, timeouts=timeouts)
+
+    async def close(self) -> None:
+        """Close every environment's runner, each even where another's close raised."""
+        errors = []
+        for runner in self._runners.values():
+            try:
+                await runner.close()
+            except Exception as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
 
 
 class LocalRunner:

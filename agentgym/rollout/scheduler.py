@@ -24,7 +24,7 @@ from agentgym.policies import Policy
 from agentgym.rollout.config import RolloutConfig
 from agentgym.rollout.gc_policy import relaxed_gc
 from agentgym.rollout.metrics import RolloutMetrics
-from agentgym.rollout.runner import Backend, LocalBackend
+from agentgym.rollout.runner import Backend, EnvKwargs, LocalBackend, MixtureRunner
 from agentgym.rollout.stream import TrajectoryStream
 from agentgym.tasks import Task
 from agentgym.trajectory import Trajectory
@@ -66,7 +66,10 @@ class _Group:
 
 
 class RolloutScheduler:
-    """Runs ``policy`` on tasks of ``env_id`` under ``config``, writing finished trajectories to ``stream``.
+    """Runs ``policy`` on tasks of ``env`` under ``config``, writing finished trajectories to ``stream``.
+
+    ``env`` is one environment id (its instances made with ``env_kwargs``) or a mapping of several ids to
+    their keyword arguments: a mixture, each task played by its own environment.
 
     ``engine`` (default: the policy's) supplies the policy version for staleness and the busy time
     for metrics. ``on_group`` hears of every group when it closes. ``backend`` says where the episodes
@@ -75,7 +78,7 @@ class RolloutScheduler:
 
     def __init__(
         self,
-        env_id: str,
+        env: str | EnvKwargs,
         policy: Policy,
         config: RolloutConfig | None = None,
         *,
@@ -85,14 +88,15 @@ class RolloutScheduler:
         on_group: Callable[[GroupResult], None] | None = None,
         backend: Backend | None = None,
     ) -> None:
-        self.env_id, self.policy = env_id, policy
+        self.envs: EnvKwargs = {env: env_kwargs} if isinstance(env, str) else dict(env)
+        self.policy = policy
         self.config = config or RolloutConfig()
         self.engine = engine if engine is not None else getattr(policy, "engine", None)
         self.stream = stream or TrajectoryStream(self.config.stream_size)
         self.metrics = RolloutMetrics()
         self.on_group = on_group
-        self.runner = (backend or LocalBackend()).runner(env_id, policy, env_kwargs,
-                                                          close_timeout=self.config.timeouts.episode)
+        self.runner = MixtureRunner(backend or LocalBackend(), self.envs, policy,
+                                    close_timeout=self.config.timeouts.episode)
         self._groups: dict[int, _Group] = {}
         """Groups not yet closed, by task index."""
         self._running = 0
@@ -116,6 +120,12 @@ class RolloutScheduler:
         for group in list(self._groups.values()):
             for attempt in group.attempts:
                 attempt.cancel()
+        self._changed.set()
+
+    def release(self, trajectories: int) -> None:
+        """Free the budget of ``trajectories`` kept ones that the consumer threw away (dynamic sampling drops
+        groups without signal): as many more may start within the staleness bound."""
+        self._kept -= trajectories
         self._changed.set()
 
     def notify(self) -> None:

@@ -38,3 +38,36 @@ class VowelsEnv(Env):
 
 
 agentgym.register("test/Vowels-v0", "tests.trainers.envs:VowelsEnv", tags=("test",))
+
+
+LEVELS_ID = "tests.trainers.envs:test/Levels-v0"
+
+
+class LevelsEnv(Env):
+    """One turn of ``say`` whose success depends on the level: always on easy, never on hard, and on medium
+    when the text starts with a vowel. Easy and hard groups have equal rewards; medium ones mostly do not."""
+
+    execution = "inline"
+    difficulties = ("easy", "medium", "hard")
+    default_max_turns = 1
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(parser=WholeText(), **kwargs)
+
+    def setup(self, difficulty: str, options: dict[str, Any]) -> list[Message]:
+        self.level = difficulty
+        return [Message(role="user", content=f"A {difficulty} level. Say something.")]
+
+    @tool
+    def say(self, text: str) -> str:
+        """Say something.
+
+        Args:
+            text: Anything at all.
+        """
+        vowel_first = text.strip().lower().startswith(tuple("aeiou"))
+        self.finish(success={"easy": True, "hard": False}.get(self.level, vowel_first))
+        return "Done."
+
+
+agentgym.register("test/Levels-v0", "tests.trainers.envs:LevelsEnv", tags=("test",))
