@@ -23,6 +23,7 @@ class CurriculumConfig(Config):
     """``curriculum: success_window`` (these defaults), or the same as a mapping with settings changed."""
 
     name: Literal["success_window"] = "success_window"
+    """The curriculum (one so far)."""
     window: int = Field(64, ge=1)
     """Latest episodes remembered per environment and level."""
     band: tuple[float, float] = (0.2, 0.8)

@@ -61,24 +61,25 @@ class MixtureRunner:
     def __init__(self, backend: Backend, envs: EnvKwargs, policy: Policy, *, close_timeout: float | None) -> None:
         if not envs:
             raise ValueError("a rollout needs at least one environment")
-        self._runners = {env_id: backend.runner(env_id, policy, kwargs, close_timeout=close_timeout)
-                         for env_id, kwargs in envs.items()}
+        self.runners: dict[str, EpisodeRunner] = {
+            env_id: backend.runner(env_id, policy, kwargs, close_timeout=close_timeout) for env_id, kwargs in envs.items()}
+        """Each environment's runner, by id."""
 
     @property
     def close_errors(self) -> int:
-        return sum(runner.close_errors for runner in self._runners.values())
+        return sum(runner.close_errors for runner in self.runners.values())
 
     async def play(self, task: Task, *, seed: tuple[int, ...], timeouts: Timeouts) -> Trajectory:
-        runner = self._runners.get(task.env_id)
+        runner = self.runners.get(task.env_id)
         if runner is None:
             raise ValueError(f"a task of {task.env_id}, which this rollout does not run (it runs "
-                             f"{', '.join(self._runners)})")
+                             f"{', '.join(self.runners)})")
         return await runner.play(task, seed=seed, timeouts=timeouts)
 
     async def close(self) -> None:
         """Close every environment's runner, each even where another's close raised."""
         errors = []
-        for runner in self._runners.values():
+        for runner in self.runners.values():
             try:
                 await runner.close()
             except Exception as exc:

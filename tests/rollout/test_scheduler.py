@@ -131,7 +131,7 @@ def test_every_environment_is_closed_through_aclose_on_the_loop(flaky, monkeypat
     config = RolloutConfig(concurrency=5, max_retries=0, timeouts=Timeouts(episode=20, turn=6, tool=3))
     scheduler = RolloutScheduler("test/Flaky-v0", agentgym.OraclePolicy(), config)
     asyncio.run(asyncio.wait_for(_collect(scheduler, TaskSet.generate("test/Flaky-v0", 10)), timeout=30))
-    assert len({id(env) for env in closed}) == len(closed) == scheduler.runner.created > 5
+    assert len({id(env) for env in closed}) == len(closed) == scheduler.runner.runners["test/Flaky-v0"].created > 5
 
 
 def test_errors_are_retried_within_the_budget(flaky):

@@ -102,7 +102,7 @@ def test_closes_that_raise_are_counted_and_lose_nothing(registered_counter, monk
     scheduler = RolloutScheduler(ENV_ID, FailsAtFirstTurnSometimes(), RolloutConfig(concurrency=8, max_retries=0))
     seen = asyncio.run(asyncio.wait_for(delivered(scheduler, tasks), timeout=30))
     assert len(seen) == 20 and 0 < scheduler.metrics.errored < 20
-    assert scheduler.metrics.close_errors == scheduler.runner.created
+    assert scheduler.metrics.close_errors == scheduler.runner.runners[ENV_ID].created
     _assert_adds_up(scheduler, seen, 20)
 
 
@@ -137,7 +137,7 @@ def test_an_environment_given_back_is_closed_in_full_even_when_its_episode_is_ca
     config = RolloutConfig(concurrency=16, group_size=1, redundancy=1, max_retries=0)
     scheduler = RolloutScheduler(ENV_ID, FailsAtFirstTurnSometimes(), config)
     seen = asyncio.run(asyncio.wait_for(delivered(scheduler, TaskSet.generate(ENV_ID, 20)), timeout=30))
-    assert closes == {"done": scheduler.runner.created, "cut": 0}
+    assert closes == {"done": scheduler.runner.runners[ENV_ID].created, "cut": 0}
     assert scheduler.metrics.errored > 0
     _assert_adds_up(scheduler, seen, 20)
 
@@ -151,7 +151,7 @@ def test_a_close_that_hangs_is_given_up_after_the_episode_time_limit(registered_
     scheduler = RolloutScheduler(ENV_ID, OraclePolicy(), config)
     seen = asyncio.run(asyncio.wait_for(delivered(scheduler, TaskSet.generate(ENV_ID, 4)), timeout=10))
     assert len(seen) == 4 and all(t.status == "ok" for t in seen)
-    assert scheduler.metrics.close_errors == scheduler.runner.created
+    assert scheduler.metrics.close_errors == scheduler.runner.runners[ENV_ID].created
 
 
 def test_a_group_stays_open_until_all_its_episodes_have_started(registered_counter):
