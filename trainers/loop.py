@@ -323,7 +323,7 @@ class _Run:
                 raise AgentGymError("the rollout ended before training did (every task group failed?)") from None
             if members is None:
                 draw.failed.append(position)
-            elif algorithm.dynamic_sampling and len({t.reward for t in members}) == 1:
+            elif algorithm.dynamic_sampling and not _has_signal(members):
                 draw.dropped.append(members)
                 background.call(scheduler.release, len(members))
             else:
@@ -356,7 +356,7 @@ class _Run:
         rewards = torch.tensor([t.reward for t in trajectories], dtype=torch.float32)
         group_ids = [i for i, group in enumerate(groups) for _ in group]
         advantages = compute_advantages(algorithm.advantage, rewards, group_ids)
-        mixed = [len({t.reward for t in group}) > 1 for group in groups]
+        mixed = [_has_signal(group) for group in groups]
         keep = [i for i, g in enumerate(group_ids) if mixed[g] or not algorithm.skip_uniform_groups]
         played = trajectories + [t for group in draw.dropped for t in group]
         metrics = _batch_metrics(played, self.learner.version)
@@ -468,6 +468,11 @@ async def _closed(stream: TrajectoryStream, order: Iterator[int], *, in_order: b
             yield position, closed.pop(position)
         while in_order and handed and handed[0] in closed:
             yield handed[0], closed.pop(handed.popleft())
+
+
+def _has_signal(group: list[Trajectory]) -> bool:
+    """Whether a group's rewards differ (else its advantages are all 0)."""
+    return len({t.reward for t in group}) > 1
 
 
 def _batch_metrics(trajectories: list[Trajectory], version: int) -> dict[str, float]:

@@ -15,37 +15,31 @@ from agentgym.trainers.curriculum import level_name
 from agentgym.trainers.mixture import Source
 from agentgym.trajectory import Trajectory
 
-_Tally = tuple[int, float, float]
-"""Episodes, successes and summed reward of a slice."""
+_Row = tuple[str, str | None, int, float, float]
+"""A slice of episodes: environment, level, episodes, successes and summed reward."""
 
 
 def by_environment(prefix: str, trajectories: Iterable[Trajectory], sources: list[Source]) -> dict[str, float]:
     """Success and mean reward per environment and level of ``trajectories`` (finished episodes)."""
-    tallies: dict[tuple[str, str | None], list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
-    for t in trajectories:
-        for key in ((t.task.env_id, None), (t.task.env_id, level_name(t.task.difficulty))):
-            tally = tallies[key]
-            tally[0] += 1
-            tally[1] += t.success
-            tally[2] += t.reward
-    return _keys(prefix, {key: (int(n), s, r) for key, (n, s, r) in tallies.items()}, sources)
+    rows = ((t.task.env_id, t.task.difficulty, 1, float(t.success), t.reward) for t in trajectories)
+    return _keys(prefix, rows, sources)
 
 
 def eval_by_environment(scores: RunScores, sources: list[Source]) -> dict[str, float]:
     """The same breakdown of an evaluation's scored samples (from its per-task scores)."""
+    rows = ((task.env_id, task.difficulty, task.samples, task.successes, (task.mean_reward or 0.0) * task.samples)
+            for task in scores.per_task if task.samples)
+    return _keys("eval", rows, sources)
+
+
+def _keys(prefix: str, rows: Iterable[_Row], sources: list[Source]) -> dict[str, float]:
     tallies: dict[tuple[str, str | None], list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
-    for task in scores.per_task:
-        if not task.samples:
-            continue
-        for key in ((task.env_id, None), (task.env_id, level_name(task.difficulty))):
+    for env, level, n, successes, reward in rows:
+        for key in ((env, None), (env, level_name(level))):  # the environment's whole, and its level
             tally = tallies[key]
-            tally[0] += task.samples
-            tally[1] += task.successes
-            tally[2] += (task.mean_reward or 0.0) * task.samples
-    return _keys(prefix="eval", tallies={key: (int(n), s, r) for key, (n, s, r) in tallies.items()}, sources=sources)
-
-
-def _keys(prefix: str, tallies: dict[tuple[str, str | None], _Tally], sources: list[Source]) -> dict[str, float]:
+            tally[0] += n
+            tally[1] += successes
+            tally[2] += reward
     several_envs = len(sources) > 1
     levels = {s.id: len(s.difficulties) for s in sources}
     values: dict[str, float] = {}
