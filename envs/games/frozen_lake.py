@@ -8,6 +8,7 @@ from typing import Any, Literal
 import numpy as np
 
 from agentgym.core import Env
+from agentgym.envs.games.offsets import offset_words
 from agentgym.messages import Message
 from agentgym.tools import tool
 
@@ -98,16 +99,14 @@ class FrozenLakeEnv(Env):
     def _description(self) -> str:
         """Where the goal lies from here and what each move would step onto, e.g.
         ``Goal: 2 down, 1 left. Left: ice. Down: hole. Right: edge. Up: ice.``"""
-        rows, cols = self.goal[0] - self.position[0], self.goal[1] - self.position[1]
-        offset = [f"{abs(n)} {word}" for n, word in ((rows, "down" if rows > 0 else "up"),
-                                                      (cols, "right" if cols > 0 else "left")) if n]
+        offset = offset_words(self.goal[0] - self.position[0], self.goal[1] - self.position[1])
         sides = []
         for direction in MOVES:
             target = self._target(self.position, direction)
             kind = "edge" if target == self.position else {"P": "ice", ".": "ice", "H": "hole", "G": "goal"}[
                 self._cell(target)]
             sides.append(f"{direction.capitalize()}: {kind}.")
-        return f"Goal: {', '.join(offset) or 'here'}. {' '.join(sides)}"
+        return f"Goal: {offset}. {' '.join(sides)}"
 
     def _cell(self, cell: tuple[int, int]) -> str:
         return "P" if cell == self.position else "G" if cell == self.goal else "H" if cell in self.holes else "."

@@ -5,7 +5,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
+from agentgym.core import Env
+from agentgym.envs.games.offsets import offset_words
 from agentgym.envs.games.sokoban_levels import (
+    DIRECTIONS,
     MAX_SOLUTION_MOVES,
     Level,
     Position,
@@ -13,8 +16,6 @@ from agentgym.envs.games.sokoban_levels import (
     generate,
     solve,
 )
-
-from agentgym.core import Env
 from agentgym.messages import Message
 from agentgym.tools import tool
 
@@ -30,14 +31,18 @@ class SokobanEnv(Env):
     Difficulty sets the room and box count (easy: 6x6 with 1 box, medium: 7x7 with 2, hard: 8x8 with
     3) and caps the optimal solution (20, 35, 50 moves); the turn limit is that cap plus 10.
     Reward 1 when every box is on a target. The oracle replays an optimal solution from the current state.
+    With ``describe=True`` every view of the warehouse ends with a line giving where each box off a target
+    lies, where its nearest free target lies from it, and what each move would run into: a small model
+    reads that far more easily than the grid.
     """
 
     difficulties = ("easy", "medium", "hard")
     execution = "inline"
     max_tool_calls = 1
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, describe: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.describe = describe
         self.level: Level | None = None
         self.boxes: frozenset[Position] = frozenset()
         self.player: Position = (0, 0)
@@ -80,7 +85,33 @@ class SokobanEnv(Env):
         return self.format_call("move", direction=self._next_move())
 
     def render_text(self) -> str:
-        return "" if self.level is None else self.level.render(boxes=self.boxes, player=self.player)
+        if self.level is None:
+            return ""
+        grid = self.level.render(boxes=self.boxes, player=self.player)
+        return f"{grid}\n{self._description()}" if self.describe else grid
+
+    def _description(self) -> str:
+        """Each box off a target from here, its nearest free target from it, and each side's square, e.g.
+        ``Box: 1 up, 2 left; its target: 2 left. Up: floor. Down: wall. Left: box. Right: target.``"""
+        assert self.level is not None
+        (row, col), free = self.player, self.level.targets - self.boxes
+        clauses = []
+        for box in sorted(self.boxes - self.level.targets):
+            target = min(free, key=lambda t: (abs(t[0] - box[0]) + abs(t[1] - box[1]), t))
+            clauses.append(
+                f"Box: {offset_words(box[0] - row, box[1] - col)}; "
+                f"its target: {offset_words(target[0] - box[0], target[1] - box[1])}."
+            )
+        for direction, (down, right) in DIRECTIONS.items():
+            square = (row + down, col + right)
+            kind = (
+                "wall" if square in self.level.walls
+                else "box" if square in self.boxes
+                else "target" if square in self.level.targets
+                else "floor"
+            )
+            clauses.append(f"{direction.capitalize()}: {kind}.")
+        return " ".join(clauses)
 
     def _next_move(self) -> str:
         """The next move of an optimal solution from the current state, re-planned if the state moved on."""
