@@ -154,3 +154,9 @@ def _mean_agent_logprob(model: torch.nn.Module, rows: list[dict[str, list[int]]]
             total += logprobs[agent].sum().item()
             count += int(agent.sum())
     return total / count
+
+
+@pytest.mark.parametrize("config", sorted(p.name for p in QUICKSTART.parent.glob("sft-*.yaml")))
+def test_every_bundled_sft_config_is_valid(config):
+    sources = load_config(SFTRunConfig, QUICKSTART.parent / config).sources
+    assert sources and all(source.episodes > 0 for source in sources)
