@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
 # Record the reference agents on all-v0's test split and regenerate the leaderboard from them.
 # Needs the Docker engine running with the sandbox images built (`agentgym sandbox build desktop`), Chromium,
-# and the quickstart's tiny agents (`bash scripts/quickstart.sh` leaves runs/sft-quickstart/model and
-# runs/quickstart/train/checkpoints/). About 40 minutes on 2 cores. Each run keeps its whole folder in
+# the quickstart's tiny agents (`bash scripts/quickstart.sh` leaves runs/sft-quickstart/model and
+# runs/quickstart/train/checkpoints/) and the mixture showcase's (`bash scripts/mixture.sh` leaves
+# runs/mixture/train/checkpoints/). About 45 minutes on 2 cores. Each run keeps its whole folder in
 # runs/reference/; its manifest and summary are recorded in benchmarks/results/recorded/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=.venv/bin
-rl_model="$(ls -d runs/quickstart/train/checkpoints/step-*/model | sort | tail -1)"
+last_model() { ls -d "$1"/checkpoints/step-*/model | sort | tail -1; }
+rl_model="$(last_model runs/quickstart/train)"
+mixture_model="$(last_model runs/mixture/train)"
 tiny=(--env-arg parser=pythonic --env-arg games/FrozenLake-v0:describe=true --max-tokens 32 --temperature 1)
 declare -A agents=(
   [oracle]="--policy oracle"
   [random]="--policy random"
   [sft-tiny]="--engine torch --model runs/sft-quickstart/model ${tiny[*]}"
   [rl-tiny]="--engine torch --model $rl_model ${tiny[*]}"
+  [rl-mixture-tiny]="--engine torch --model $mixture_model ${tiny[*]}"
 )
-for name in oracle random sft-tiny rl-tiny; do
+for name in oracle random sft-tiny rl-tiny rl-mixture-tiny; do
   out="runs/reference/$name"
   resume=(); [ -f "$out/manifest.json" ] && resume=(--resume)
   # shellcheck disable=SC2086
