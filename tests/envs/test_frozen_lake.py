@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 
 import agentgym
 
+from .views import views_after_moves
+
 SIDES = {"left": (0, -1), "down": (1, 0), "right": (0, 1), "up": (-1, 0)}
 KINDS = {".": "ice", "H": "hole", "G": "goal"}
 
@@ -38,18 +40,10 @@ def _expected_description(grid: list[list[str]]) -> str:
        moves=st.lists(st.sampled_from(list(SIDES)), max_size=8))
 @settings(max_examples=60, deadline=None)
 def test_the_description_matches_the_grid_after_any_moves(seed, difficulty, moves):
-    env = agentgym.make("games/FrozenLake-v0", describe=True)
-    observation, _ = env.reset(seed=seed, options={"difficulty": difficulty})
-    for move in [None, *moves]:
-        if move is not None:
-            observation, _, terminated, _, _ = env.step(env.format_call("move", direction=move))
-            if terminated:
-                break
-        text = observation[-1].text
+    for env, text in views_after_moves("games/FrozenLake-v0", seed, difficulty, moves):
         grid = _grid(text)
         assert len(grid) == env.size and all(len(row) == env.size for row in grid)
         assert text.splitlines()[-1] == _expected_description(grid)
-    env.close()
 
 
 def test_without_describe_the_view_is_the_grid_alone():
