@@ -3,6 +3,9 @@
 # `setup.sh vllm` installs the dev extras and vLLM: its CPU build where there is no CUDA GPU, vllm where there is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The README's two commands may start side by side: one installs while the other waits for it.
+exec 9>.venv.lock
+flock 9
 extras="${1:-dev}"
 with_vllm=0
 if [ "$extras" = vllm ]; then
