@@ -32,6 +32,7 @@ from agentgym.trainers import TrainConfig
 from agentgym.trainers.batch import collate
 from agentgym.trainers.learner import Learner
 from agentgym.trajectory import Trajectory
+from tests.processes import children_named
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(300)]  # vLLM starts in ~45 s, longer on a busy machine
 
@@ -226,7 +227,7 @@ def test_a_request_interrupted_by_an_update_keeps_its_versions_and_continues(bac
 
 def _vllm_processes() -> set[int]:
     """This process's vLLM children (engine core and workers), by pid."""
-    return {p.pid for p in psutil.Process().children(recursive=True) if p.name().startswith("VLLM")}
+    return {p.pid for p in children_named("VLLM")}
 
 
 def test_bad_model_folders_and_arguments_are_refused_before_vllm_starts(tiny_model_dir, tmp_path):

@@ -22,6 +22,8 @@ ray = pytest.importorskip("ray", reason="the distributed trainer needs Ray: pip 
 from agentgym.cluster.backend import connect
 from agentgym.trainers.ranks import RankGroup
 
+pytestmark = pytest.mark.timeout(600)  # a Ray cluster and two ranks that each load torch: past 120 s under load
+
 PROMPT = [5, 17, 42, 99, 7, 250]
 ADAM_TOLERANCE = 2e-5
 """2% of the learning rate: Adam moves an entry by about lr * g / (|g| + eps), so a gradient entry near 0, whose

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import io
 
 import psutil
@@ -20,6 +19,7 @@ from agentgym.envs.web.browser import BrowserCrashed, release_browser, retain_br
 from agentgym.errors import ToolError
 from agentgym.policies import OraclePolicy
 from agentgym.tasks import Task
+from tests.processes import children_named, kill_chromium
 
 pytestmark = pytest.mark.browser
 
@@ -41,26 +41,6 @@ PAGE = """<!doctype html><html><body style="margin:0;font:14px sans-serif">
 <div style="position:absolute;left:0;top:240px;width:400px;height:60px;background:#eee"></div>
 <script>document.getElementById("name").focus();</script>
 </body></html>"""
-
-
-def _chromium_children() -> list[psutil.Process]:
-    """The Chromium processes under this one, leaving out those that exit while they are listed."""
-    found = []
-    for process in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.NoSuchProcess):
-            if "chrom" in process.name():
-                found.append(process)
-    return found
-
-
-def _kill_chromium() -> None:
-    """Kill every Chromium process under this one (there must be one); a helper that is gone by its turn,
-    ended with the browser killed before it, counts as killed."""
-    processes = _chromium_children()
-    assert processes, "no Chromium runs here to kill"
-    for process in processes:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            process.kill()
 
 
 def _running(process: psutil.Process) -> bool:
@@ -220,7 +200,7 @@ def test_a_killed_browser_is_an_infrastructure_error_and_the_next_episode_runs(l
 
         class KillingPolicy(OraclePolicy):
             async def act(self, env, messages, rng):
-                _kill_chromium()
+                kill_chromium()
                 await asyncio.sleep(0.5)
                 return await super().act(env, messages, rng)
 
@@ -234,7 +214,7 @@ def test_a_killed_browser_is_an_infrastructure_error_and_the_next_episode_runs(l
             )
             assert after.status == "ok" and after.reward == 1.0, after.error
             await env.areset(seed=3)
-            _kill_chromium()
+            kill_chromium()
             await asyncio.sleep(0.5)
             with pytest.raises(BrowserCrashed):
                 await env.astep(env.format_call("click", x=100, y=100))
@@ -297,14 +277,14 @@ def test_a_tool_error_from_the_screen_carries_the_reason(loop):
 
 
 def test_no_browser_is_left_running_after_the_environment_closes():
-    running = {p.pid for p in _chromium_children()}
+    running = {p.pid for p in children_named("chrom")}
     env = WidgetEnv(task="ClickButton")
     env.reset(seed=0)
     env.step(env.oracle_action())
     assert {
-        p.pid for p in _chromium_children()
+        p.pid for p in children_named("chrom")
     } - running  # the synchronous API runs its own loop and Chromium
     env.close()
     assert not [
-        p for p in _chromium_children() if p.pid not in running and _running(p)
+        p for p in children_named("chrom") if p.pid not in running and _running(p)
     ]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
-import psutil
 import pytest
 
 import agentgym
@@ -15,6 +14,7 @@ from agentgym.envs.web.booking import BookingEnv, booking_site
 from agentgym.policies import RandomPolicy
 from agentgym.tasks import Task
 from tests.envs.web.test_booking_site import booked, done_first
+from tests.processes import children_named
 
 pytestmark = pytest.mark.browser
 
@@ -78,7 +78,7 @@ def test_eight_parallel_episodes_each_end_with_their_own_bookings_only():
             await asyncio.gather(*(env.aclose() for env in envs))
 
     assert asyncio.run(scenario()) == [True] * 8
-    assert not [p for p in psutil.Process().children(recursive=True) if "chrom" in p.name()]
+    assert not children_named("chrom")
 
 
 def test_a_random_policy_scores_far_below_the_oracle():

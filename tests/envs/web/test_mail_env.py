@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 
-import psutil
 import pytest
 
 import agentgym
@@ -14,6 +13,7 @@ from agentgym.envs.web.mail import MailEnv, mail_site
 from agentgym.envs.web.sites.mail import TRASH, Mailbox, MailTask, generate_mailbox
 from agentgym.policies import RandomPolicy
 from agentgym.tasks import Task
+from tests.processes import children_named
 
 pytestmark = pytest.mark.browser
 
@@ -119,7 +119,7 @@ def test_a_bad_element_id_or_a_wrong_element_is_an_error_observation():
             await env.aclose()
 
     asyncio.run(scenario())
-    assert not [p for p in psutil.Process().children(recursive=True) if "chrom" in p.name()]
+    assert not children_named("chrom")
 
 
 @pytest.mark.slow

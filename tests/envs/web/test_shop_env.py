@@ -8,7 +8,6 @@ import base64
 import io
 import time
 
-import psutil
 import pytest
 
 import agentgym
@@ -16,6 +15,7 @@ from agentgym.envs.web.shop import ShopEnv, shop_site
 from agentgym.messages import ImagePart
 from agentgym.policies import OraclePolicy
 from agentgym.tasks import Task
+from tests.processes import children_named, kill_chromium
 
 pytestmark = pytest.mark.browser
 
@@ -103,9 +103,7 @@ def test_a_killed_browser_makes_an_error_trajectory_and_the_next_episode_runs():
 
         class KillingPolicy(OraclePolicy):
             async def act(self, env, messages, rng):
-                for process in psutil.Process().children(recursive=True):
-                    if "chrom" in process.name():
-                        process.kill()
+                kill_chromium()
                 await asyncio.sleep(0.5)
                 return await super().act(env, messages, rng)
 
@@ -128,7 +126,7 @@ def test_no_browser_is_left_running_after_the_environment_closes():
         await env.aclose()
 
     asyncio.run(scenario())
-    assert not [p for p in psutil.Process().children(recursive=True) if "chrom" in p.name()]
+    assert not children_named("chrom")
 
 
 def test_images_are_in_the_observation_as_image_parts_only_when_asked():
