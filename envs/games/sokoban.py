@@ -92,7 +92,8 @@ class SokobanEnv(Env):
 
     def _description(self) -> str:
         """Each box off a target from here, its nearest free target from it, and each side's square, e.g.
-        ``Box: 1 up, 2 left; its target: 2 left. Up: floor. Down: wall. Left: box. Right: target.``"""
+        ``Box: 1 up, 2 left; its target: 2 left. Push left from: 1 up, 1 left. Up: floor. Down: wall. Left:
+        box. Right: target.``: where to stand for the push that brings it nearer its target."""
         assert self.level is not None
         (row, col), free = self.player, self.level.targets - self.boxes
         clauses = []
@@ -102,6 +103,10 @@ class SokobanEnv(Env):
                 f"Box: {offset_words(box[0] - row, box[1] - col)}; "
                 f"its target: {offset_words(target[0] - box[0], target[1] - box[1])}."
             )
+            push = self._push_toward(box, target)
+            if push:
+                direction, (stand_row, stand_col) = push
+                clauses.append(f"Push {direction} from: {offset_words(stand_row - row, stand_col - col)}.")
         for direction, (down, right) in DIRECTIONS.items():
             square = (row + down, col + right)
             kind = (
@@ -112,6 +117,22 @@ class SokobanEnv(Env):
             )
             clauses.append(f"{direction.capitalize()}: {kind}.")
         return " ".join(clauses)
+
+    def _push_toward(self, box: Position, target: Position) -> tuple[str, Position] | None:
+        """The push that moves ``box`` toward ``target`` along the axis with more squares to go (rows on a
+        tie), or along the other axis if that push is blocked, and the square to push it from; None when
+        neither push can be made. Plain geometry, not the solver: the box may still need to go around."""
+        assert self.level is not None
+        rows, cols = target[0] - box[0], target[1] - box[1]
+        axes = sorted([(rows, "down" if rows > 0 else "up"), (cols, "right" if cols > 0 else "left")],
+                      key=lambda axis: -abs(axis[0]))
+        blocked = self.level.walls | self.boxes
+        for distance, direction in axes:
+            down, right = DIRECTIONS[direction]
+            stand, onto = (box[0] - down, box[1] - right), (box[0] + down, box[1] + right)
+            if distance and stand not in blocked and onto not in blocked:
+                return direction, stand
+        return None
 
     def _next_move(self) -> str:
         """The next move of an optimal solution from the current state, re-planned if the state moved on."""

@@ -28,8 +28,24 @@ def _expected_description(grid: list[str]) -> str:
         target = min(free, key=lambda t: (abs(t[0] - box[0]) + abs(t[1] - box[1]), t))
         clauses.append(f"Box: {_words(box[0] - row, box[1] - col)}; "
                        f"its target: {_words(target[0] - box[0], target[1] - box[1])}.")
+        clauses += _push_clause(squares, box, target, (row, col))
     clauses += [f"{name.capitalize()}: {KINDS[squares[row + dr, col + dc]]}." for name, (dr, dc) in SIDES.items()]
     return " ".join(clauses)
+
+
+def _push_clause(
+    squares: dict, box: tuple[int, int], target: tuple[int, int], player: tuple[int, int]
+) -> list[str]:
+    """The push along the axis with more squares to go (rows first on a tie), else the other one, when the
+    squares behind and in front of the box are open; the square behind is where to stand."""
+    down, right = target[0] - box[0], target[1] - box[1]
+    steps = [(abs(down), (down > 0) - (down < 0), 0), (abs(right), 0, (right > 0) - (right < 0))]
+    for distance, dr, dc in sorted(steps, key=lambda step: -step[0]):
+        behind, ahead = squares[box[0] - dr, box[1] - dc], squares[box[0] + dr, box[1] + dc]
+        if distance and behind not in "#$*" and ahead not in "#$*":
+            name = next(name for name, side in SIDES.items() if side == (dr, dc))
+            return [f"Push {name} from: {_words(box[0] - dr - player[0], box[1] - dc - player[1])}."]
+    return []
 
 
 @given(seed=st.integers(0, 10_000), difficulty=st.sampled_from(["easy", "medium"]),
@@ -47,7 +63,8 @@ def test_a_described_level_reads_as_expected_and_the_oracle_still_solves_it():
     env = agentgym.make("games/Sokoban-v0", describe=True)
     observation, _ = env.reset(seed=1, options={"difficulty": "easy"})
     assert observation[-1].text.splitlines()[-1] == (
-        "Box: 2 right; its target: 1 down, 2 left. Up: floor. Down: target. Left: wall. Right: floor."
+        "Box: 2 right; its target: 1 down, 2 left. Push left from: 3 right. "
+        "Up: floor. Down: target. Left: wall. Right: floor."
     )
     terminated = False
     while not terminated:
