@@ -17,7 +17,7 @@ declare -A agents=(
   [random]="--policy random"
   [sft-tiny]="--engine torch --model runs/sft-quickstart/model ${tiny[*]}"
   [rl-tiny]="--engine torch --model $rl_model ${tiny[*]}"
-  [rl-mixture-tiny]="--engine torch --model $mixture_model ${tiny[*]}"
+  [rl-mixture-tiny]="--engine torch --model $mixture_model ${tiny[*]} --env-arg games/Sokoban-v0:describe=true"
 )
 for name in oracle random sft-tiny rl-tiny rl-mixture-tiny; do
   out="runs/reference/$name"
