@@ -33,7 +33,11 @@ class Recorded:
         spec = self.spec
         if spec.policy:
             return f"reference policy `{spec.policy}`"
-        args = "; ".join(f"{k}={v}" for env_args in spec.env_args.values() for k, v in env_args.items())
+        args = "; ".join(
+            f"{'' if env == '*' else env + ':'}{k}={v}"  # as --env-arg takes them
+            for env, env_args in spec.env_args.items()
+            for k, v in env_args.items()
+        )
         sampling = spec.sampling
         temperature = f", temperature {sampling.temperature:g}" if sampling else ""
         return f"`{spec.engine}` engine, model `{spec.model}`{temperature}" + (f", {args}" if args else "")

@@ -11,7 +11,7 @@ import pytest
 
 import agentgym
 from agentgym import OraclePolicy, RandomPolicy
-from agentgym.evaluation.leaderboard import write_leaderboard
+from agentgym.evaluation.leaderboard import Recorded, write_leaderboard
 from agentgym.evaluation.records import RunFolder, RunSpec, tasks_digest
 from agentgym.evaluation.run import ResumeMismatch, run_evaluation
 from agentgym.suites import load_suite, write_suite
@@ -187,3 +187,10 @@ def test_an_evaluation_that_scored_nothing_has_no_success_rate_and_shows_the_fir
     board = (tmp_path / "leaderboard.md").read_text()
     assert "| oracle | – |" in board and "0 episodes scored, 4 lost to infrastructure" in board
     assert "No recorded run covers this suite yet." in (suite.folder / "README.md").read_text()
+
+
+def test_a_recorded_model_run_names_each_env_argument_as_eval_takes_it():
+    spec = RunSpec(agent="torch-model", engine="torch", model="runs/m", tasks_sha256="0",
+                   env_args={"*": {"parser": "pythonic"}, "games/Sokoban-v0": {"describe": True}})
+    assert Recorded("m", spec, scores=None).description == (
+        "`torch` engine, model `runs/m`, parser=pythonic; games/Sokoban-v0:describe=True")
