@@ -209,7 +209,10 @@ def test_a_request_interrupted_by_an_update_keeps_its_versions_and_continues(bac
         requests = [GenerationRequest(prompt_ids=SYNTHETIC_PROMPT, sampling=SamplingParams(max_tokens=200, seed=i))
                     for i in range(8)]
         running = [asyncio.create_task(engine.generate(r)) for r in requests]
-        await asyncio.sleep(1.0)
+        # a short request batched with them paces the update: when its 20 tokens are out, the others are about 20
+        # into their 200, on any machine (a fixed sleep let a fast one finish them all before the update)
+        pacer = SamplingParams(max_tokens=20, seed=8)
+        await engine.generate(GenerationRequest(prompt_ids=SYNTHETIC_PROMPT, sampling=pacer))
         version = await engine.update_weights(model.state_dict())
         return version, list(await asyncio.gather(*running))
 
