@@ -20,6 +20,8 @@ from agentgym.core import Env
 from agentgym.errors import RegistrationError, UnknownEnvError
 
 ENTRY_POINT_GROUP = "agentgym.envs"
+GYMNASIUM = "gymnasium"
+"""The family (and ``make`` prefix) under which Gymnasium's own environments are played."""
 _ID = re.compile(r"^(?P<family>[A-Za-z][\w.-]*)/(?P<name>[A-Za-z][\w.]*(?:-[A-Za-z][\w.]*)*)-v(?P<version>\d+)$")
 
 
@@ -103,10 +105,15 @@ def register(
 
 
 def spec(env_id: str) -> EnvSpec:
-    """The spec registered under ``env_id`` (``module:id`` imports ``module`` first)."""
+    """The spec registered under ``env_id`` (``module:id`` imports ``module`` first). A Gymnasium id,
+    ``gymnasium:Taxi-v4`` or ``gymnasium/Taxi-v4``, is registered as the latter on first use."""
     env_id = _import_prefix(env_id)
     _load_plugins()
     found = _registry.get(env_id)
+    if found is None and env_id.startswith(f"{GYMNASIUM}/"):
+        from agentgym.envs.adapters.gymnasium_env import register_gymnasium
+
+        return register_gymnasium(env_id.removeprefix(f"{GYMNASIUM}/"))
     if found is None:
         raise UnknownEnvError(_unknown_message(env_id))
     return found
@@ -157,10 +164,13 @@ def load_entry_point(entry_point: str) -> type[Env]:
 
 
 def _import_prefix(env_id: str) -> str:
-    """Import the module of a ``module:family/Name-vN`` id and return the plain id."""
+    """Import the module of a ``module:family/Name-vN`` id and return the plain id (``gymnasium:Name-vN``
+    becomes ``gymnasium/Name-vN``)."""
     module, sep, rest = env_id.partition(":")
     if not sep or "/" in module:
         return env_id
+    if module == GYMNASIUM:
+        return f"{GYMNASIUM}/{rest}"
     try:
         importlib.import_module(module)
     except ImportError as exc:

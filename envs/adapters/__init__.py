@@ -1,0 +1,1 @@
+"""Environments from other libraries, played as agentgym environments."""
