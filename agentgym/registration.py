@@ -111,7 +111,7 @@ def spec(env_id: str) -> EnvSpec:
     _load_plugins()
     found = _registry.get(env_id)
     if found is None and env_id.startswith(f"{GYMNASIUM}/"):
-        from agentgym.envs.adapters.gymnasium_env import register_gymnasium
+        from agentgym.integrations.gymnasium_env import register_gymnasium
 
         return register_gymnasium(env_id.removeprefix(f"{GYMNASIUM}/"))
     if found is None:

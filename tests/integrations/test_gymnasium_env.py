@@ -13,7 +13,7 @@ from gymnasium.utils import seeding
 
 import agentgym
 from agentgym.checker import run_checks
-from agentgym.envs.adapters.gymnasium_env import DEFAULT_TURNS
+from agentgym.integrations.gymnasium_env import DEFAULT_TURNS
 from agentgym.errors import UnknownEnvError
 
 CLASSICS = ["FrozenLake-v1", "Taxi-v4", "CliffWalking-v1", "Blackjack-v1"]

@@ -1,1 +1,0 @@
-"""Environments from other libraries, played as agentgym environments."""
