@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import jsonschema
+import numpy as np
 from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 
 from agentgym.core import Env
@@ -45,6 +46,8 @@ class CheckReport:
     passed: list[tuple[str, float]] = field(default_factory=list)
     failed: list[EnvCheckError] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    """Checks that do not apply, and why: the oracle's of an environment without one (an adapted game)."""
 
 
 def check_env(env: Env, *, episodes: int = 3, seed: int = 0) -> CheckReport:
@@ -59,18 +62,24 @@ def run_checks(env: Env, *, episodes: int = 3, seed: int = 0) -> CheckReport:
     """Run every check on ``env`` and report each one, going on after a failure: a check fails on its own
     :class:`EnvCheckError` or on any exception the environment raises while it runs.
 
-    ``episodes`` oracle episodes are played per difficulty level, from seeds starting at ``seed``.
+    ``episodes`` oracle episodes are played per difficulty level, from seeds starting at ``seed``. An
+    environment without an oracle (``oracle_action`` raises ``NotImplementedError``) replays random calls of
+    its tools for the determinism check, and its oracle check is skipped.
     """
     if not isinstance(env, Env):
         raise EnvCheckError("type", f"expected an agentgym.Env, got {type(env).__name__}")
     report = CheckReport(env_id=env.spec.id if env.spec else type(env).__name__)
+    oracle = _has_oracle(env, seed)
     checks: list[tuple[str, Callable[[], None]]] = [
         ("gymnasium", lambda: _check_gymnasium(env, report)),
         ("tool_schemas", lambda: check_tool_schemas(env)),
-        ("determinism", lambda: check_determinism(env, seed)),
+        ("determinism", lambda: check_determinism(env, seed, oracle=oracle)),
         ("malformed_actions", lambda: check_malformed_actions(env, seed)),
-        ("oracle", lambda: check_oracle(env, episodes, seed)),
     ]
+    if oracle:
+        checks.append(("oracle", lambda: check_oracle(env, episodes, seed)))
+    else:
+        report.skipped.append(("oracle", "the environment has no oracle"))
     for name, check in checks:
         started = time.perf_counter()
         try:
@@ -113,10 +122,24 @@ def check_tool_schemas(env: Env) -> None:
             raise EnvCheckError("tool_schemas", f"tool {spec.name}'s parameters must be an object schema")
 
 
-def check_determinism(env: Env, seed: int, turns: int = 5) -> None:
-    """The same seed and actions give the same observations, rewards and flags, at every difficulty."""
+def _has_oracle(env: Env, seed: int) -> bool:
+    """Whether ``env`` has an oracle: one that does not raise ``NotImplementedError`` on a fresh episode (any
+    other failure is left to the checks, which report it)."""
+    try:
+        env.reset(seed=seed)
+        env.oracle_action()
+    except NotImplementedError:
+        return False
+    except Exception:  # noqa: BLE001 - a broken reset or oracle fails the checks that run them
+        return True
+    return True
+
+
+def check_determinism(env: Env, seed: int, turns: int = 5, *, oracle: bool = True) -> None:
+    """The same seed and actions (the oracle's, or without one the same random tool calls) give the same
+    observations, rewards and flags, at every difficulty."""
     for difficulty in env.difficulties:
-        runs = [_replay(env, seed, difficulty, turns) for _ in range(2)]
+        runs = [_replay(env, seed, difficulty, turns, oracle) for _ in range(2)]
         if runs[0] != runs[1]:
             raise EnvCheckError(
                 "determinism",
@@ -125,11 +148,13 @@ def check_determinism(env: Env, seed: int, turns: int = 5) -> None:
             )
 
 
-def _replay(env: Env, seed: int, difficulty: str, turns: int) -> list[object]:
+def _replay(env: Env, seed: int, difficulty: str, turns: int, oracle: bool) -> list[object]:
     observation, _ = env.reset(seed=seed, options={"difficulty": difficulty})
     record: list[object] = [observation]
+    rng = np.random.default_rng(seed)
     for _ in range(turns):
-        observation, reward, terminated, truncated, info = env.step(env.oracle_action())
+        action = env.oracle_action() if oracle else env.random_action(rng)
+        observation, reward, terminated, truncated, info = env.step(action)
         record.append((observation, reward, terminated, truncated, info["success"]))
         if terminated or truncated:
             break

@@ -225,7 +225,9 @@ def check(env_ids: tuple[str, ...], check_all: bool, family: str | None, episode
                 failed += 1
                 table.add_row(env_id, "[red]FAIL[/red]", seconds, Text("\n".join(failures)))  # no markup: "[check]"
             else:
-                table.add_row(env_id, "[green]pass[/green]", seconds, ", ".join(name for name, _ in report.passed))
+                skipped = [f"{name} skipped: {why}" for name, why in report.skipped]
+                detail = ", ".join([name for name, _ in report.passed] + skipped)
+                table.add_row(env_id, "[green]pass[/green]", seconds, detail)
             progress.advance(bar)
     out.print(table)
     if failed:

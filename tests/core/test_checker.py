@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
-from agentgym import EnvCheckError, check_env
+from agentgym import EnvCheckError, Env, check_env, tool
 from agentgym.checker import run_checks
+from agentgym.messages import Message
 from tests.conftest import CounterEnv, ToolCrashes
 
 
@@ -59,3 +62,45 @@ def test_a_passing_environment_has_no_failures():
     finally:
         env.close()
     assert report.failed == [] and len(report.passed) == 5
+
+
+class NoOracle(Env):
+    """A game adapted from elsewhere: a tool, but nobody to play it perfectly."""
+
+    def setup(self, difficulty, options):
+        self.secret = int(self.np_random.integers(10))
+        return [Message(role="user", content="Guess my digit.")]
+
+    @tool
+    def guess(self, digit: int) -> str:
+        """Guess the digit.
+
+        Args:
+            digit: From 0 to 9.
+        """
+        self.finish(success=digit == self.secret)
+        return "right" if digit == self.secret else f"wrong, it was {self.secret}"
+
+
+class NoOracleNondeterministic(NoOracle):
+    """... whose episodes also draw from the global random state instead of ``self.np_random``."""
+
+    def setup(self, difficulty, options):
+        super().setup(difficulty, options)
+        self.secret = random.randrange(10**6)
+        return [Message(role="user", content="Guess my number.")]
+
+
+def test_an_environment_without_an_oracle_skips_that_check_and_replays_random_calls_for_determinism():
+    env = NoOracle()
+    try:
+        report = check_env(env, episodes=1)
+        assert [name for name, _ in report.passed] == ["gymnasium", "tool_schemas", "determinism", "malformed_actions"]
+        assert report.skipped == [("oracle", "the environment has no oracle")]
+    finally:
+        env.close()
+    env = NoOracleNondeterministic()
+    try:
+        assert "determinism" in [f.check for f in run_checks(env, episodes=1).failed]
+    finally:
+        env.close()
