@@ -5,9 +5,10 @@
 # instead (scripts/mixture.sh): its SFT stages, then trainers/configs/$SHOWCASE.yaml.
 set -euo pipefail
 name="${SHOWCASE:-quickstart}"
-# Each SFT stage starts from the one before it (its config's model:); the mixture learns Calculator alone first.
+# Each SFT stage starts from the one before it (its config's model:); the mixture learns the games, then
+# Calculator alone, then the three together.
 stages=("sft-$name")
-[ "$name" = mixture ] && stages=(sft-calculator sft-mixture)
+[ "$name" = mixture ] && stages=(sft-games sft-calculator sft-mixture)
 bin="$(bash "$(dirname "$0")/setup.sh" dev)"
 cd "$(dirname "$0")/.."
 rm -rf "runs/$name" "${stages[@]/#/runs/}"

@@ -2,8 +2,8 @@
 train it with async RL, and compare held-out success before and after RL, per environment.
 
 ``quickstart`` (the README's first command) trains on FrozenLake (``sft-quickstart.yaml``, then
-``quickstart.yaml``); ``mixture`` on FrozenLake, Sokoban and Calculator at once (``sft-calculator.yaml``, then
-``sft-mixture.yaml`` from it, then ``mixture.yaml``). The bundled configs run in a temporary folder, with
+``quickstart.yaml``); ``mixture`` on FrozenLake, Sokoban and Calculator at once (``sft-games.yaml``, then
+``sft-calculator.yaml`` and ``sft-mixture.yaml``, each from the one before, then ``mixture.yaml``). The bundled configs run in a temporary folder, with
 ``a.b=value`` overrides for every SFT stage (``--sft-set``) or the RL stage (``--train-set``).
 Writes ``benchmarks/results/<showcase>.json``: ``success_before`` (the SFT start), ``success_after``,
 ``gain_points``, ``wall_s`` (the whole pipeline, model build included), and per environment its held-out
@@ -39,7 +39,7 @@ CONFIGS = ROOT / "trainers" / "configs"
 SHOWCASES = {
     "quickstart": (["sft-quickstart.yaml"], "quickstart.yaml", {"gain_points": 20.0, "wall_s": 900.0}),
     "mixture": (
-        ["sft-calculator.yaml", "sft-mixture.yaml"],
+        ["sft-games.yaml", "sft-calculator.yaml", "sft-mixture.yaml"],
         "mixture.yaml",
         {"gain_points_each": 0.0, "wall_s": 1800.0},
     ),

@@ -160,3 +160,20 @@ def _mean_agent_logprob(model: torch.nn.Module, rows: list[dict[str, list[int]]]
 def test_every_bundled_sft_config_is_valid(config):
     sources = load_config(SFTRunConfig, QUICKSTART.parent / config).sources
     assert sources and all(source.episodes > 0 for source in sources)
+
+
+@pytest.mark.parametrize(("showcase", "stages"), [
+    ("quickstart", ["sft-quickstart"]),
+    ("mixture", ["sft-games", "sft-calculator", "sft-mixture"]),
+])
+def test_each_showcase_stage_starts_from_the_one_before(showcase, stages):
+    """Run by hand as the configs' comments say, each SFT stage reads the model the stage before it wrote, the
+    first the tiny model scripts/quickstart.sh builds, and RL the last stage's."""
+    from agentgym.trainers import TrainConfig
+
+    model = Path(f"runs/{showcase}/tiny-model")
+    for stage in stages:
+        config = load_config(SFTRunConfig, QUICKSTART.parent / f"{stage}.yaml")
+        assert config.model == model, stage
+        model = config.output_dir / "model"
+    assert Path(load_config(TrainConfig, QUICKSTART.parent / f"{showcase}.yaml").model.path) == model
