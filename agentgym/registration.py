@@ -20,9 +20,13 @@ from agentgym.core import Env
 from agentgym.errors import RegistrationError, UnknownEnvError
 
 ENTRY_POINT_GROUP = "agentgym.envs"
+ADAPTED = "adapted"
+"""The tag of environments whose tasks come from another package (Gymnasium, TextArena, MiniWoB++): they may
+have no oracle, and the bundled environments' checks and the tokenizer's corpus leave them out."""
 GYMNASIUM = "gymnasium"
 """The family (and ``make`` prefix) under which Gymnasium's own environments are played."""
-_ID = re.compile(r"^(?P<family>[A-Za-z][\w.-]*)/(?P<name>[A-Za-z][\w.]*(?:-[A-Za-z][\w.]*)*)-v(?P<version>\d+)$")
+_ID = re.compile(r"^(?P<family>[A-Za-z][\w.-]*)/(?P<name>[A-Za-z][\w.]*(?:-[\w.]+)*?)-v(?P<version>\d+)$")
+"""``family/Name-vN``: the name starts with a letter and may hold hyphens (``miniwob/click-tab-2-v0``)."""
 
 
 class EnvSpec(BaseModel):

@@ -2,6 +2,7 @@
 
 from agentgym.envs.gui.desktop.tasks import register_desktop_envs
 from agentgym.envs.gui.widgets.tasks import register_widget_envs
+from agentgym.envs.miniwob import register_miniwob_envs
 from agentgym.integrations.textarena_env import register_textarena_envs
 from agentgym.registration import register
 
@@ -60,3 +61,4 @@ def register_envs() -> None:
     register_widget_envs()
     register_desktop_envs()
     register_textarena_envs()
+    register_miniwob_envs()

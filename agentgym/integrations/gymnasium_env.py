@@ -23,7 +23,7 @@ import numpy as np
 from agentgym.core import Env
 from agentgym.errors import UnknownEnvError
 from agentgym.messages import Message
-from agentgym.registration import GYMNASIUM, EnvSpec, register
+from agentgym.registration import ADAPTED, GYMNASIUM, EnvSpec, register
 from agentgym.tools import ToolSpec, tool
 
 Success = Literal["positive_reward", "terminated"]
@@ -190,7 +190,7 @@ def register_gymnasium(gym_id: str) -> EnvSpec:
         f"{GYMNASIUM}/{gym_id}",
         f"{GymnasiumEnv.__module__}:{GymnasiumEnv.__name__}",
         kwargs={"gym_id": gym_id},
-        tags=(GYMNASIUM, "multi-turn"),
+        tags=(GYMNASIUM, ADAPTED, "multi-turn"),
         description=f"Gymnasium's {gym_id} ({gym_spec.entry_point}), played through one act tool.",
     )
 

@@ -45,7 +45,7 @@ SYSTEM_PROMPT = ("You play TextArena's {game} as Player 0. Each turn, call the p
 
 def register_textarena_envs() -> None:
     """Register :data:`GAMES` as ``textarena/<Game>-v0`` (building one needs ``agentgym[textarena]``)."""
-    from agentgym.registration import register
+    from agentgym.registration import ADAPTED, register
 
     for game in GAMES:
         players = "one player" if game in SINGLE_PLAYER else "two players, against a random opponent"
@@ -53,7 +53,7 @@ def register_textarena_envs() -> None:
             f"{FAMILY}/{game if game[0].isalpha() else 'Game' + game}",  # ids start with a letter: Game2048-v0
             f"{TextArenaEnv.__module__}:{TextArenaEnv.__name__}",
             kwargs={"game": game},
-            tags=(FAMILY, "games", "multi-turn", "single-player" if game in SINGLE_PLAYER else "two-player"),
+            tags=(FAMILY, ADAPTED, "games", "multi-turn", "single-player" if game in SINGLE_PLAYER else "two-player"),
             description=f"TextArena's {game.removesuffix('-v0')} ({players}), judged by TextArena's own rules.",
         )
 

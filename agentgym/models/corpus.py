@@ -16,7 +16,7 @@ import numpy as np
 from agentgym.core import Env
 from agentgym.messages import Message
 from agentgym.models.chat_template import CHAT_TEMPLATE
-from agentgym.registration import list_envs, make
+from agentgym.registration import ADAPTED, list_envs, make
 
 PARSERS = ("hermes", "pythonic")
 POLICIES = ("oracle", "random")
@@ -35,9 +35,10 @@ def render(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = 
 
 def bundled_env_ids() -> list[str]:
     """The ids of the environments that ship with agentgym (entry point inside ``agentgym.envs``), except
-    those tagged ``sandbox`` or ``browser``: building a tokenizer must not start containers or browsers."""
+    those tagged ``sandbox`` or ``browser`` (building a tokenizer must not start containers or browsers) or
+    ``adapted`` (their tasks come from packages that may not be installed)."""
     return [s.id for s in list_envs()
-            if s.entry_point.startswith("agentgym.envs.") and not {"sandbox", "browser"} & set(s.tags)]
+            if s.entry_point.startswith("agentgym.envs.") and not {"sandbox", "browser", ADAPTED} & set(s.tags)]
 
 
 def corpus(episodes: int = 4, *, seed: int = 0) -> Iterator[str]:

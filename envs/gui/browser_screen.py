@@ -187,12 +187,20 @@ class BrowserScreen:
         self.height: int = size["height"]
 
     @classmethod
-    async def open(cls, browser: Browser, width: int, height: int) -> BrowserScreen:
-        """A fresh page of ``width`` x ``height`` in a context of its own that reaches no network."""
+    async def open(cls, browser: Browser, width: int, height: int, *, site: str | None = None) -> BrowserScreen:
+        """A fresh page of ``width`` x ``height`` in a context of its own that reaches no network but ``site``
+        (a base URL such as ``http://127.0.0.1:8123``, for :meth:`goto`), if given."""
         page = await browser.open_page(viewport={"width": width, "height": height})
         screen = cls(browser, page)
-        await screen._run("open a page", page.context.route("**/*", _abort))
+        if site is None:
+            await screen._run("open a page", page.context.route("**/*", _abort))
+        else:
+            await screen._run("open a page", page.context.route(lambda url: not url.startswith(site), _abort))
         return screen
+
+    async def goto(self, url: str) -> None:
+        """Load ``url`` (on the ``site`` the screen was opened with) and wait for it."""
+        await self._run(f"open {url}", self.page.goto(url))
 
     async def show(self, html: str) -> None:
         """Make ``html`` the page's document (its scripts run; nothing is fetched)."""

@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 
 import agentgym
 from agentgym import OraclePolicy, RandomPolicy, TaskSet
+from agentgym.registration import ADAPTED
 from tests.conftest import docker_with_images
 
-SPECS = [s for s in agentgym.list_envs() if s.entry_point.startswith("agentgym.envs.")]
+SPECS = [s for s in agentgym.list_envs() if s.entry_point.startswith("agentgym.envs.") and ADAPTED not in s.tags]
 BUNDLED = [s.id for s in SPECS]
 ON_DESKTOP = {s.id for s in SPECS if "desktop" in s.tags}
 IN_BROWSER = {s.id for s in SPECS if "browser" in s.tags}
