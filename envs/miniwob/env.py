@@ -18,7 +18,6 @@ from agentgym.envs.gui.env import gui_opening
 from agentgym.envs.gui.page_env import PageEnv
 from agentgym.envs.miniwob.page import SITE, Outcome, outcome, start_episode, task_page
 from agentgym.envs.web.env import WebEnv, opening
-from agentgym.envs.web.server import serve, unserve
 from agentgym.messages import ContentPart, Message
 
 Actions = Literal["elements", "pixels"]
@@ -111,15 +110,13 @@ class MiniwobPixelsEnv(MiniwobEnv, PageEnv):
     def __init__(self, *, task: str, actions: Actions = "pixels", mode: str = "train", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._task(task, mode)
-        self._base: str | None = None
 
     async def setup(self, difficulty: str, options: dict[str, Any]) -> list[Message]:
         if options:
             raise ValueError(f"MiniWoB takes no reset options, got {sorted(options)}")
-        if self._base is None:
-            self._base = serve(SITE.name, SITE.app())
-        screen = await self.open_screen(self.page.width, self.page.height, site=self._base)
-        await screen.goto(self._base + self.page.path)
+        base = self.serve_site(SITE.name, SITE.app())
+        screen = await self.open_screen(self.page.width, self.page.height, site=base)
+        await screen.goto(base + self.page.path)
         instruction = await self.begin(screen.page)
         return gui_opening(self, instruction, await self.observe())
 
@@ -130,9 +127,3 @@ class MiniwobPixelsEnv(MiniwobEnv, PageEnv):
 
     async def score(self) -> tuple[float, bool]:
         return self.ended_early()
-
-    async def _let_go(self) -> None:
-        await super()._let_go()
-        if self._base is not None:
-            self._base = None
-            unserve(SITE.name)

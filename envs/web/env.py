@@ -16,16 +16,9 @@ from typing import Any, ClassVar, Protocol
 from urllib.parse import urljoin, urlsplit
 
 from agentgym.core import Env
-from agentgym.envs.web.browser import (
-    NAVIGATION_TIMEOUT_MS,
-    Browser,
-    BrowserCrashed,
-    page_failure,
-    release_browser,
-    retain_browser,
-)
+from agentgym.envs.web.browser import NAVIGATION_TIMEOUT_MS, BrowserCrashed, page_failure
+from agentgym.envs.web.holder import BrowserHolder
 from agentgym.envs.web.page_watch import PageWatch
-from agentgym.envs.web.server import serve, unserve
 from agentgym.envs.web.sites import OracleStep
 from agentgym.errors import ToolError
 from agentgym.messages import ContentPart, ImagePart, Message, TextPart
@@ -65,7 +58,7 @@ class Site(Protocol):
         """Drop a session's state."""
 
 
-class WebEnv(Env):
+class WebEnv(BrowserHolder, Env):
     """An episode on a bundled :class:`Site` in Chromium. A subclass names its :attr:`site`, writes ``setup``
     (draw a task, then ``await self.open_site()``), :meth:`score` and :meth:`oracle_steps`."""
 
@@ -87,8 +80,6 @@ class WebEnv(Env):
         self.image: bytes | None = None
         """The PNG of the page at the last observation, when taken (``screenshot`` or ``render_mode="rgb_array"``)."""
         self.session: str | None = None
-        self._base: str | None = None
-        self._browser: Browser | None = None
         self._page: Any = None
         self._watch: PageWatch | None = None
 
@@ -122,19 +113,17 @@ class WebEnv(Env):
         """Start this episode's site session (with ``state`` where the task gives the site one) and browser
         page at :attr:`start_path`; its first observation."""
         await self._end_episode()
-        if self._base is None:
-            self._base = serve(self.site.name, self.site.app())
-        if self._browser is None:
-            self._browser = retain_browser()
+        base = self.serve_site(self.site.name, self.site.app())
+        browser = self.hold_browser()
         self.session = self.site.new_session(state)
         self.message = None
-        self._page = await self._browser.open_page()
+        self._page = await browser.open_page()
         self._watch = PageWatch(self._page)
         context = self._page.context
         await PageWatch.install(context)
-        await context.add_cookies([{"name": self.site.session_cookie, "value": self.session, "url": self._base}])
-        await context.route(lambda url: not url.startswith(self._base), lambda route: route.abort())
-        await self._act("open the site", lambda: self._page.goto(self._base + self.start_path), mark=False)
+        await context.add_cookies([{"name": self.site.session_cookie, "value": self.session, "url": base}])
+        await context.route(lambda url: not url.startswith(base), lambda route: route.abort())
+        await self._act("open the site", lambda: self._page.goto(base + self.start_path), mark=False)
         return await self.observe()
 
     async def observe(self) -> list[ContentPart]:
@@ -261,27 +250,6 @@ class WebEnv(Env):
         reward, success = self.score()
         self.finish(success=success, reward=reward)
         return "Done. " + ("The task is complete." if success else "The task is not complete.")
-
-    # -- lifecycle ----------------------------------------------------------------------------------
-
-    async def aclose(self) -> None:
-        await self._let_go()
-        super().close()
-
-    def close(self) -> None:
-        if self._browser is not None or self._base is not None:
-            self._run_sync(self._let_go())
-        super().close()
-
-    async def _let_go(self) -> None:
-        """End the episode, then give back the browser and the site server (the last holder stops them)."""
-        await self._end_episode()
-        browser, self._browser = self._browser, None
-        if browser is not None:
-            await release_browser(browser)
-        if self._base is not None:
-            self._base = None
-            unserve(self.site.name)
 
     # -- plumbing -----------------------------------------------------------------------------------
 
