@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import gymnasium
+from gymnasium.envs.registration import load_env_creator
 import numpy as np
 
 from agentgym.core import Env
@@ -88,9 +89,8 @@ class GymnasiumEnv(Env):
         """``gym_id`` is a Gymnasium id (``Taxi-v4``), ``gym_kwargs`` its ``gymnasium.make`` arguments;
         ``success`` overrides when an episode counts as solved."""
         super().__init__(**kwargs)
-        probe = gymnasium.make(gym_id, **(gym_kwargs or {}))
-        text = "ansi" in probe.metadata.get("render_modes", ())
-        probe.close()
+        creator = load_env_creator(gymnasium.spec(gym_id).entry_point)
+        text = "ansi" in getattr(creator, "metadata", {}).get("render_modes", ())
         self.gym = gymnasium.make(gym_id, render_mode="ansi" if text else None, **(gym_kwargs or {}))
         if not isinstance(self.gym.action_space, gymnasium.spaces.Discrete):
             self.gym.close()
