@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import gymnasium
-from gymnasium.envs.registration import load_env_creator
 import numpy as np
+from gymnasium.envs.registration import load_env_creator
 
 from agentgym.core import Env
 from agentgym.errors import UnknownEnvError
