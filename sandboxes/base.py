@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Literal, Self, overload
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from agentgym.config import Config
 from agentgym.sandboxes.errors import SandboxClosed, SandboxDied, SandboxError
+from agentgym.sandboxes.process import SandboxProcess
 
 LABEL = "org.agentgym.sandbox"
 """Set on everything a backend creates (value ``1``), so :func:`agentgym.sandboxes.reap` finds it."""
@@ -48,6 +49,18 @@ class SandboxSpec(Config):
     """Bytes kept of each of stdout and stderr per command; the rest is discarded as it arrives."""
     file_limit: int = Field(16 * MiB, ge=1024)
     """The largest file :meth:`Sandbox.read_file` returns."""
+    mounts: dict[str, str] = Field(default_factory=dict)
+    """Host directories seen read-only inside, host path -> path inside (both absolute): programs or
+    libraries a sandbox runs from the host, such as the Python packages an MCP server imports. The ``local``
+    backend needs each to be readable by every user of the host."""
+
+    @field_validator("mounts")
+    @classmethod
+    def _absolute(cls, mounts: dict[str, str]) -> dict[str, str]:
+        for path in (*mounts, *mounts.values()):
+            if not PurePosixPath(path).is_absolute():
+                raise ValueError(f"mount paths must be absolute, got {path!r}")
+        return mounts
 
 
 @dataclass(frozen=True)
@@ -144,6 +157,16 @@ class Sandbox(abc.ABC):
         the sandbox stops answering, :class:`SandboxClosed` after :meth:`close`."""
         return await self._run(cmd, timeout=timeout, stdin=stdin, env=env, cwd=cwd, limit=self.spec.output_limit)
 
+    async def spawn(self, cmd: str | Sequence[str], *, env: Mapping[str, str] | None = None,
+                    cwd: str | None = None) -> SandboxProcess:
+        """Start ``cmd`` (as :meth:`exec` takes it) and leave it running with its stdin and stdout open, for a
+        program spoken to over pipes (an MCP server on stdio). It has no time limit: it runs until it exits,
+        is killed (:meth:`SandboxProcess.kill`) or the sandbox closes. Raises :class:`SandboxDied` when it
+        cannot be started, :class:`SandboxClosed` after :meth:`close`."""
+        if self.closed:
+            raise SandboxClosed(f"sandbox {self.id} is closed")
+        return await self._spawn(_argv(cmd), env=dict(env or {}), cwd=self._path(cwd or "."))
+
     @overload
     async def read_file(self, path: str, *, text: Literal[True] = True) -> str: ...
 
@@ -202,6 +225,11 @@ class Sandbox(abc.ABC):
     async def _close(self) -> None:
         """Kill everything inside and delete every resource this sandbox holds."""
 
+    @abc.abstractmethod
+    async def _spawn(self, argv: list[str], *, env: dict[str, str], cwd: str) -> SandboxProcess:
+        """Start ``argv`` in ``cwd`` with pipes to its stdin, stdout and stderr; raise :class:`SandboxDied`
+        when the sandbox cannot start it."""
+
     # -- plumbing ---------------------------------------------------------------------------------
 
     async def _run(self, cmd: str | Sequence[str], *, timeout: float, limit: int, stdin: str | bytes | None = None,
@@ -210,9 +238,7 @@ class Sandbox(abc.ABC):
             raise SandboxClosed(f"sandbox {self.id} is closed")
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}")
-        argv = ["sh", "-c", cmd] if isinstance(cmd, str) else [str(a) for a in cmd]
-        if not argv:
-            raise ValueError("empty command")
+        argv = _argv(cmd)
         data = stdin.encode() if isinstance(stdin, str) else stdin
         started = time.perf_counter()
         raw = await self._exec(argv, timeout=timeout, stdin=data, env=dict(env or {}),
@@ -238,6 +264,14 @@ class Sandbox(abc.ABC):
         if result.exit_code == 3 and name in _FILE_ERRORS:
             raise _FILE_ERRORS[name](message)
         raise SandboxDied(f"file transfer in sandbox {self.id} failed (exit {result.exit_code}): {result.stderr[:200]}")
+
+
+def _argv(cmd: str | Sequence[str]) -> list[str]:
+    """A command as an argv: a string runs under ``sh -c``."""
+    argv = ["sh", "-c", cmd] if isinstance(cmd, str) else [str(a) for a in cmd]
+    if not argv:
+        raise ValueError("empty command")
+    return argv
 
 
 def timed_argv(argv: list[str], timeout: float) -> list[str]:

@@ -19,10 +19,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import collections
+import contextlib
 import functools
 import itertools
 import json
 import os
+import socket
 import threading
 import time
 import uuid
@@ -48,6 +50,7 @@ from agentgym.sandboxes.base import (
 from agentgym.sandboxes.docker_engine import client, docker_module, ping
 from agentgym.sandboxes.errors import SandboxDied, SandboxError, SandboxStartError, SandboxUnavailable
 from agentgym.sandboxes.images import image_tag, is_defined
+from agentgym.sandboxes.process import SandboxProcess
 
 AGENT_USER = "1000:1000"
 RUNTIME_ENV = "AGENTGYM_DOCKER_RUNTIME"
@@ -62,6 +65,8 @@ SERVER = ["python3", "-I", "-c", f"exec(__import__('os').environ.pop('{SERVER_EN
 """The container's command, short enough to read in ``ps``."""
 REMOVE_WAIT = 30.0
 """Seconds to wait for a container that Docker is already removing."""
+_KILL = 'for i in $(seq 100); do [ -s "$0" ] && exec kill -KILL "$(cat "$0")"; sleep 0.05; done'
+"""Kills the spawned process whose pid file is ``$0``, waiting for a process just started to write it."""
 _THREADS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="agentgym-docker")
 """Where the blocking Docker calls wait, not the loop's default pool (a few threads, shared with
 synchronous environments)."""
@@ -110,6 +115,12 @@ class DockerSandbox(Sandbox):
         finally:
             self._channel.close()
 
+    async def _spawn(self, argv: list[str], *, env: dict[str, str], cwd: str) -> SandboxProcess:
+        pidfile = f"/tmp/.agentgym-process-{uuid.uuid4().hex[:12]}"
+        wrapped = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', pidfile, *argv]
+        exec_id, stream = await _blocking(_start_exec, self.id, wrapped, env, cwd)
+        return DockerProcess(self, exec_id, stream, pidfile)
+
     async def expose(self, port: int) -> str:
         """``ip:port`` of ``port`` on the container's bridge address, which the host reaches directly (nothing
         is published on the host's interfaces); only for sandboxes made with ``network=True``."""
@@ -126,6 +137,97 @@ class DockerSandbox(Sandbox):
         if not addresses:
             raise SandboxDied(f"sandbox {self.id} has no network address")
         return f"{addresses[0]}:{port}"
+
+
+class DockerProcess(SandboxProcess):
+    """A process spawned in a container by ``docker exec``, its streams on the exec's attached socket (read
+    by a thread). It writes its pid to ``pidfile`` as it starts, so that a kill reaches it inside."""
+
+    def __init__(self, sandbox: DockerSandbox, exec_id: str, stream: Any, pidfile: str) -> None:
+        super().__init__()
+        self._sandbox, self._exec_id, self._stream, self._pidfile = sandbox, exec_id, stream, pidfile
+        self._socket = getattr(stream, "_sock", stream)
+        self._loop = asyncio.get_running_loop()
+        self._stdout: asyncio.Queue[bytes] = asyncio.Queue()
+        self._returncode: int | None = None
+        self._stdout_ended = False
+        threading.Thread(target=self._receive, name=f"agentgym-{sandbox.id}-process", daemon=True).start()
+
+    async def read(self) -> bytes:
+        if self._stdout_ended and self._stdout.empty():
+            return b""
+        chunk = await self._stdout.get()
+        self._stdout_ended = self._stdout_ended or not chunk
+        return chunk
+
+    async def write(self, data: bytes) -> None:
+        if self._returncode is not None:
+            raise BrokenPipeError(f"the process exited with status {self._returncode}")
+        await _blocking(self._socket.sendall, data)
+
+    async def close_stdin(self) -> None:
+        with contextlib.suppress(OSError):
+            await _blocking(self._socket.shutdown, socket.SHUT_WR)
+
+    async def kill(self) -> None:
+        if self._returncode is None and self._sandbox.alive:
+            with contextlib.suppress(SandboxError):
+                await self._sandbox.exec(["sh", "-c", _KILL, self._pidfile], timeout=10)
+
+    @property
+    def returncode(self) -> int | None:
+        return self._returncode
+
+    def _receive(self) -> None:
+        """Hand the stdout frames to the loop and keep the stderr ones until the stream ends; then learn the
+        exit status (a container removed meanwhile counts as a kill)."""
+        from docker.utils.socket import SocketError, frames_iter
+
+        try:
+            for kind, chunk in frames_iter(self._socket, tty=False):
+                self._to_loop(self._stdout.put_nowait if kind == 1 else self._keep_stderr, chunk)
+        except (OSError, SocketError):
+            pass
+        finally:
+            _close_attached(self._stream)
+            status = _exit_status(self._exec_id)
+            self._to_loop(self._ended, status)
+
+    def _ended(self, status: int) -> None:
+        self._returncode = status
+        self._stdout.put_nowait(b"")
+
+    def _to_loop(self, function: Callable[[Any], None], value: Any) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody reads any more
+            self._loop.call_soon_threadsafe(function, value)
+
+
+def _start_exec(container: str, argv: list[str], env: dict[str, str], cwd: str) -> tuple[str, Any]:
+    """Create and start a ``docker exec`` of ``argv`` with its stdin attached; its id and socket."""
+    errors = docker_module().errors
+    api = client().api
+    try:
+        exec_id = api.exec_create(container, argv, stdin=True, stdout=True, stderr=True, tty=False,
+                                  environment={SERVER_ENV: "", **env}, workdir=cwd,
+                                  user=AGENT_USER)["Id"]
+        return exec_id, api.exec_start(exec_id, socket=True)
+    except (errors.DockerException, OSError) as exc:
+        raise SandboxDied(f"could not start a process in sandbox {container}: {exc}") from exc
+
+
+def _exit_status(exec_id: str) -> int:
+    """The exit status of a finished exec; one whose container is gone was killed with it."""
+    errors = docker_module().errors
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        try:
+            state = client().api.exec_inspect(exec_id)
+        except (errors.DockerException, OSError):
+            return KILLED
+        if not state.get("Running"):
+            return int(state.get("ExitCode") or 0)
+        time.sleep(0.02)
+    return KILLED
 
 
 class _Channel:
@@ -273,6 +375,7 @@ def _create(spec: SandboxSpec) -> DockerSandbox:
         pids_limit=spec.pids, read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges"],
         tmpfs={spec.workdir: mounts.format(spec.memory_mb, "uid=1000,gid=1000,mode=0755"),
                "/tmp": mounts.format(min(TMP_MB, spec.memory_mb), "mode=1777")},
+        binds={host: {"bind": inside, "mode": "ro"} for host, inside in spec.mounts.items()},
         log_config={"type": "none", "config": {}})
     try:
         docker.api.create_container(

@@ -20,6 +20,7 @@ import resource
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -48,6 +49,7 @@ from agentgym.sandboxes.errors import (
     SandboxUnavailable,
 )
 from agentgym.sandboxes.exec_server import Capture
+from agentgym.sandboxes.process import SandboxProcess
 
 STATE_DIR = Path(tempfile.gettempdir()) / "agentgym-sandboxes"
 """Holds one ``<id>`` directory per sandbox: ``owner``, ``work`` (the work dir), ``tmp`` (its ``/tmp``) and
@@ -101,19 +103,8 @@ class LocalSandbox(Sandbox):
 
     async def _exec(self, argv: list[str], *, timeout: float, stdin: bytes | None, env: dict[str, str],
                     cwd: str, limit: int) -> RawResult:
-        if not (self._state / "work").is_dir():
-            raise SandboxDied(f"the work dir of sandbox {self.id} is gone (reaped?)")
-        environment = {"PATH": PATH, "HOME": self.spec.workdir, "LANG": "C.UTF-8", **env}
-        command = [*self._bwrap, "--chdir", cwd, "--clearenv",
-                   *(arg for item in environment.items() for arg in ("--setenv", *item)),
-                   "--", *timed_argv(argv, timeout)]
         started = time.monotonic()
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *command, stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=self._enter, start_new_session=True)
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise SandboxDied(f"could not start a command in sandbox {self.id}: {exc}") from exc
+        proc = await self._start(timed_argv(argv, timeout), env, cwd, stdin=stdin is not None)
         io = asyncio.gather(_capture(proc.stdout, limit), _capture(proc.stderr, limit), _feed(proc.stdin, stdin),
                             proc.wait())
         host_deadline = False
@@ -136,10 +127,27 @@ class LocalSandbox(Sandbox):
             exit_code == TIMEOUT_EXIT or (exit_code == _KILLED and elapsed >= timeout + KILL_GRACE)))
         return RawResult(exit_code, bytes(out.data), bytes(err.data), timed_out, out.truncated or err.truncated)
 
+    async def _spawn(self, argv: list[str], *, env: dict[str, str], cwd: str) -> SandboxProcess:
+        return LocalProcess(await self._start(argv, env, cwd, stdin=True))
+
+    async def _start(self, argv: list[str], env: dict[str, str], cwd: str, *, stdin: bool
+                     ) -> asyncio.subprocess.Process:
+        """``argv`` started in the sandbox, with pipes to its stdout and stderr (and its stdin if asked)."""
+        if not (self._state / "work").is_dir():
+            raise SandboxDied(f"the work dir of sandbox {self.id} is gone (reaped?)")
+        environment = {"PATH": PATH, "HOME": self.spec.workdir, "LANG": "C.UTF-8", **env}
+        command = [*self._bwrap, "--chdir", cwd, "--clearenv",
+                   *(arg for item in environment.items() for arg in ("--setenv", *item)), "--", *argv]
+        try:
+            return await asyncio.create_subprocess_exec(
+                *command, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, preexec_fn=self._enter, start_new_session=True)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise SandboxDied(f"could not start a command in sandbox {self.id}: {exc}") from exc
+
     async def _stop(self, proc: asyncio.subprocess.Process, io: asyncio.Future[list[Any]]) -> list[Any]:
-        """Kill the outer ``bwrap`` (its namespace dies with it) and collect what the command wrote."""
-        if proc.returncode is None:
-            proc.kill()
+        """Kill the command's pid namespace and collect what the command wrote."""
+        _kill_namespace(proc)
         try:
             return await asyncio.wait_for(io, _STOP_WAIT)
         except TimeoutError:
@@ -149,9 +157,64 @@ class LocalSandbox(Sandbox):
         await asyncio.to_thread(_destroy, self.id)
 
 
+class LocalProcess(SandboxProcess):
+    """A process spawned in a local sandbox: its own ``bwrap``, whose pid namespace ends with it."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        super().__init__()
+        self._proc = proc
+        self._stderr_reader = asyncio.ensure_future(self._read_stderr())
+
+    async def read(self) -> bytes:
+        assert self._proc.stdout is not None
+        chunk = await self._proc.stdout.read(1 << 16)
+        if not chunk:
+            self._release()
+        return chunk
+
+    async def write(self, data: bytes) -> None:
+        assert self._proc.stdin is not None
+        if self.returncode is not None:
+            raise BrokenPipeError(f"the process exited with status {self.returncode}")
+        try:
+            self._proc.stdin.write(data)
+            await self._proc.stdin.drain()
+        except ConnectionResetError as exc:
+            raise BrokenPipeError(str(exc)) from exc
+
+    async def close_stdin(self) -> None:
+        assert self._proc.stdin is not None
+        if not self._proc.stdin.is_closing():
+            self._proc.stdin.close()
+
+    async def kill(self) -> None:
+        _kill_namespace(self._proc)
+
+    async def wait(self, timeout: float) -> int | None:
+        status = await super().wait(timeout)
+        self._release()
+        return status
+
+    @property
+    def returncode(self) -> int | None:
+        code = self._proc.returncode
+        return 128 - code if code is not None and code < 0 else code
+
+    def _release(self) -> None:
+        """Close the pipes once the process has exited and its output has been read to the end."""
+        assert self._proc.stdout is not None
+        if self._proc.returncode is not None and self._proc.stdout.at_eof():
+            self._proc._transport.close()  # type: ignore[attr-defined]  # asyncio keeps it private
+
+    async def _read_stderr(self) -> None:
+        assert self._proc.stderr is not None
+        while chunk := await self._proc.stderr.read(1 << 16):
+            self._keep_stderr(chunk)
+
+
 async def create(spec: SandboxSpec) -> LocalSandbox:
     """A new local sandbox for ``spec``. Raises :class:`SandboxUnavailable` without bubblewrap or root."""
-    await asyncio.to_thread(check)
+    await asyncio.to_thread(check, spec)
     return await asyncio.to_thread(_make, spec)
 
 
@@ -179,9 +242,11 @@ def reap(*, everything: bool = False) -> int:
 
 
 def check(spec: SandboxSpec | None = None) -> None:
-    """Raise :class:`SandboxUnavailable` (naming the install step) unless sandboxes can be made here; every
-    ``spec`` can (this backend runs the host's own programs, whatever image is named)."""
+    """Raise :class:`SandboxUnavailable` (naming the install step) unless sandboxes can be made here for
+    ``spec``: any image (this backend runs the host's own programs), mounts that every user may read."""
     _probe()
+    for host in spec.mounts if spec is not None else ():
+        _check_mountable(Path(host))
 
 
 @functools.cache
@@ -202,6 +267,41 @@ def _probe() -> None:
     if probe.returncode != 0:
         raise SandboxUnavailable(f"bubblewrap cannot create namespaces here ({probe.stderr.strip()}); {INSTALL} and"
                                  " allow unprivileged user namespaces (sysctl user.max_user_namespaces)")
+
+
+def _check_mountable(path: Path) -> None:
+    """Raise :class:`SandboxUnavailable` unless a sandbox's host uid can reach and read ``path``."""
+    if not path.is_dir():
+        raise SandboxUnavailable(f"mount {path} is not a directory here")
+    for step in (*reversed(path.parents), path):
+        if not step.stat().st_mode & stat.S_IXOTH:
+            raise SandboxUnavailable(f"mount {path} cannot be seen from a local sandbox: {step} is closed to other"
+                                     f" users (chmod o+rx {step}, or put the mounted files elsewhere)")
+
+
+def _kill_namespace(proc: asyncio.subprocess.Process) -> None:
+    """SIGKILL the first process of a command's pid namespace (the kernel then kills the rest of it), then
+    the outer ``bwrap``: killing only the latter would leave the command running."""
+    if proc.returncode is None:
+        for pid in _children(proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+
+
+def _children(pid: int) -> list[int]:
+    """The host pids of ``pid``'s children."""
+    children = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat_line = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat_line.rpartition(")")[2].split()[1]) == pid:
+                children.append(int(entry))
+    return children
 
 
 def _host_uid(sandbox_id: str) -> int:
@@ -231,9 +331,11 @@ def _bwrap_argv(spec: SandboxSpec, state: Path) -> list[str]:
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     for name in _made_up_etc(spec.workdir):
         args += ["--ro-bind", str(state / "etc" / name), f"/etc/{name}"]
-    return [*args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
-            "--bind", str(state / "tmp"), "/tmp",
-            "--bind", str(state / "work"), spec.workdir, "--remount-ro", "/"]
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+             "--bind", str(state / "tmp"), "/tmp", "--bind", str(state / "work"), spec.workdir]
+    for host, inside in spec.mounts.items():
+        args += ["--ro-bind", host, inside]
+    return [*args, "--remount-ro", "/"]
 
 
 def _enter(procs: tuple[str, ...], rlimits: tuple[int, int] | None, uid: int) -> None:

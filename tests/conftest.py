@@ -129,6 +129,22 @@ def docker_with_images() -> Iterator[Any]:
         engine.stop()
 
 
+@pytest.fixture(params=["local", pytest.param("docker", marks=pytest.mark.docker)])
+def backend(request: pytest.FixtureRequest) -> str:
+    """Each sandbox backend in turn, skipped with the reason where its prerequisites are missing (the Docker
+    engine comes from the module's ``docker_engine``)."""
+    if request.param == "docker":
+        request.getfixturevalue("docker_engine")
+    else:
+        from agentgym.sandboxes import SandboxUnavailable, backend_module
+
+        try:
+            backend_module("local").check()
+        except SandboxUnavailable as exc:
+            pytest.skip(str(exc))
+    return request.param
+
+
 @pytest.fixture(scope="module")
 def docker_engine() -> Iterator[Any]:
     """:func:`docker_with_images` for a module's tests: an engine started here stops after them, so whether

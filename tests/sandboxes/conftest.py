@@ -1,5 +1,5 @@
-"""Sandbox fixtures: each backend when its prerequisites are here (the Docker engine comes from the session's
-``docker_engine`` fixture), skipped with the reason otherwise."""
+"""Sandbox fixtures: ``sandbox_of`` opens sandboxes of the backend that the ``backend`` fixture (tests/conftest.py)
+names."""
 
 from __future__ import annotations
 
@@ -9,20 +9,7 @@ from typing import Any
 
 import pytest
 
-from agentgym.sandboxes import Sandbox, SandboxSpec, SandboxUnavailable, backend_module, open_sandbox
-
-
-@pytest.fixture(params=["local", pytest.param("docker", marks=pytest.mark.docker)])
-def backend(request: pytest.FixtureRequest) -> str:
-    """Each backend in turn."""
-    if request.param == "docker":
-        request.getfixturevalue("docker_engine")
-    else:
-        try:
-            backend_module("local").check()
-        except SandboxUnavailable as exc:
-            pytest.skip(str(exc))
-    return request.param
+from agentgym.sandboxes import Sandbox, SandboxSpec, backend_module, open_sandbox
 
 
 @pytest.fixture
