@@ -25,7 +25,7 @@ from agentgym.checker import CheckReport, run_checks
 from agentgym.errors import AgentGymError, EnvCheckError, RegistrationError
 from agentgym.messages import Message
 from agentgym.models.cli import model
-from agentgym.registration import families, list_envs, load_entry_point, make, spec
+from agentgym.registration import families, list_envs, load_entry_point, make, spec, unavailable_families
 from agentgym.serve import serve_command
 
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 140)
@@ -98,12 +98,18 @@ def cli() -> None:
 def list_command(family: str | None, tag: str | None, as_json: bool) -> None:
     """List the registered environments."""
     specs = list_envs(family=family, tag=tag)
+    missing = {name: row for name, row in unavailable_families().items() if family in (None, name) and tag is None}
     if as_json:
-        click.echo(json.dumps([s.model_dump() for s in specs]))
+        rows = [{**s.model_dump(), "unavailable": s.unavailable} for s in specs]
+        rows += [{"id": f"{name}/*", "description": text, "unavailable": reason} for name, (text, reason) in missing.items()]
+        click.echo(json.dumps(rows))
         return
     table = Table("id", "tags", "description")
     for s in specs:
-        table.add_row(s.id, ", ".join(s.tags), s.description)
+        reason = s.unavailable
+        table.add_row(s.id, ", ".join(s.tags), s.description + (f" [red](unavailable: {reason})[/red]" if reason else ""))
+    for name, (text, reason) in missing.items():
+        table.add_row(f"{name}/*", "", f"{text} [red](unavailable: {reason})[/red]")
     out.print(table)
 
 
@@ -253,19 +259,23 @@ def _checked(env_id: str, episodes: int) -> CheckReport:
 
 
 def _select(env_ids: tuple[str, ...], select_all: bool, family: str | None = None) -> list[str]:
-    """The ids named, every registered id with ``--all``, or those of one ``--family``; each checked to exist."""
+    """The ids named, every registered id with ``--all``, or those of one ``--family`` (both leave out the ones
+    that cannot be made here); each checked to exist."""
     if select_all + bool(env_ids) + (family is not None) != 1:
         raise click.UsageError("name environment ids, or pass --all or --family (one of them)")
     if family is not None:
-        ids = [s.id for s in list_envs(family=family)]
+        ids = [s.id for s in list_envs(family=family) if s.unavailable is None]
         if not ids:
             raise click.BadParameter(f"no environments in family {family!r}; families: {', '.join(families())}",
                                      param_hint="--family")
         return ids
     if select_all:
-        return [s.id for s in list_envs()]
+        return [s.id for s in list_envs() if s.unavailable is None]
     with _bad_arguments():
-        return [spec(i).id for i in env_ids]
+        specs = [spec(i) for i in env_ids]
+        for unusable in (s for s in specs if s.unavailable is not None):
+            raise RegistrationError(f"{unusable.id} cannot be made here: {unusable.unavailable}")
+        return [s.id for s in specs]
 
 
 cli.add_command(model)

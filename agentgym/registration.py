@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.util
 import re
 import warnings
 from importlib.metadata import entry_points
@@ -44,6 +45,16 @@ class EnvSpec(BaseModel):
     description: str = ""
     nondeterministic: bool = False
     """True if the same seed may give different episodes (Gymnasium's checker then skips determinism)."""
+    requires: tuple[str, ...] = ()
+    """Modules the environment imports that agentgym's core does not install."""
+    extra: str | None = None
+    """The ``agentgym[extra]`` that installs :attr:`requires`."""
+
+    @property
+    def unavailable(self) -> str | None:
+        """Why the environment cannot be made here (a missing module, and the command that installs it), or
+        ``None`` when it can."""
+        return _missing(self.requires, self.extra)
 
     @property
     def family(self) -> str:
@@ -67,6 +78,8 @@ class EnvSpec(BaseModel):
 
 
 _registry: dict[str, EnvSpec] = {}
+_unavailable_families: dict[str, str] = {}
+_family_descriptions: dict[str, str] = {}
 _plugins_loaded = False
 
 
@@ -87,8 +100,12 @@ def register(
     tags: tuple[str, ...] | list[str] = (),
     description: str = "",
     nondeterministic: bool = False,
+    requires: tuple[str, ...] = (),
+    extra: str | None = None,
 ) -> EnvSpec:
-    """Register an environment under ``id``; registering an id again replaces it with a warning."""
+    """Register an environment under ``id``; registering an id again replaces it with a warning. An
+    environment that needs modules of an optional extra names them (``requires``) and the extra: where they
+    are missing it is listed as unavailable, and making it says how to install them."""
     parse_id(id)
     if not isinstance(entry_point, str) or ":" not in entry_point:
         raise RegistrationError(f"entry_point for {id} must be 'package.module:ClassName', got {entry_point!r}")
@@ -100,6 +117,8 @@ def register(
         tags=tuple(tags),
         description=description,
         nondeterministic=nondeterministic,
+        requires=tuple(requires),
+        extra=extra,
     )
     previous = _registry.get(id)
     if previous is not None and previous != spec:
@@ -119,13 +138,32 @@ def spec(env_id: str) -> EnvSpec:
 
         return register_gymnasium(env_id.removeprefix(f"{GYMNASIUM}/"))
     if found is None:
-        raise UnknownEnvError(_unknown_message(env_id))
+        family = _ID.match(env_id)
+        missing = _unavailable_families.get(family["family"]) if family else None
+        raise UnknownEnvError(f"{env_id} cannot be made here: {missing}" if missing else _unknown_message(env_id))
     return found
+
+
+def register_unavailable_family(family: str, description: str, *, requires: tuple[str, ...], extra: str) -> None:
+    """Record that the family's environments, whose ids come from a package that is not installed, cannot
+    be listed or made here; :func:`unavailable_families` and lookups in the family say how to install it."""
+    reason = _missing(requires, extra)
+    if reason is not None:
+        _unavailable_families[family] = reason
+        _family_descriptions[family] = description
+
+
+def unavailable_families() -> dict[str, tuple[str, str]]:
+    """Family -> (description, why it is unavailable) for the families whose package is missing here."""
+    _load_plugins()
+    return {family: (_family_descriptions[family], reason) for family, reason in sorted(_unavailable_families.items())}
 
 
 def make(env_id: str | EnvSpec, **kwargs: Any) -> Env:
     """Build an environment by id or spec; ``kwargs`` override the spec's constructor arguments."""
     env_spec = env_id if isinstance(env_id, EnvSpec) else spec(env_id)
+    if (reason := env_spec.unavailable) is not None:
+        raise RegistrationError(f"{env_spec.id} cannot be made here: {reason}")
     arguments = {**env_spec.kwargs, **kwargs}
     if env_spec.max_episode_steps is not None:
         arguments.setdefault("max_turns", env_spec.max_episode_steps)
@@ -200,6 +238,15 @@ def _load_plugins() -> None:
                 loaded()
         except Exception as exc:  # a broken plugin must not take the whole registry down
             warnings.warn(f"the agentgym.envs plugin {ep.name!r} ({ep.value}) failed to load: {exc}", stacklevel=3)
+
+
+def _missing(modules: tuple[str, ...], extra: str | None) -> str | None:
+    """Which of ``modules`` cannot be imported here, and the command that installs them; ``None`` if none."""
+    missing = [module for module in modules if importlib.util.find_spec(module) is None]
+    if not missing:
+        return None
+    install = f"pip install 'agentgym[{extra}]'" if extra else f"pip install {' '.join(missing)}"
+    return f"needs {', '.join(missing)}, which is not installed: {install}"
 
 
 def _unknown_message(env_id: str) -> str:

@@ -1,10 +1,15 @@
-"""The environments bundled with agentgym, one subpackage per family (``games``, ``tools``, ``web``, ``gui``)."""
+"""The environments bundled with agentgym, one subpackage per family (``games``, ``tools``, ``web``, ``gui``,
+``miniwob``, ``mcp``)."""
 
 from agentgym.envs.gui.desktop.tasks import register_desktop_envs
 from agentgym.envs.gui.widgets.tasks import register_widget_envs
 from agentgym.envs.miniwob import register_miniwob_envs
 from agentgym.integrations.textarena_env import register_textarena_envs
+from agentgym.envs.mcp import register_mcp_envs
 from agentgym.registration import register
+
+WEB = {"requires": ("playwright", "fastapi", "jinja2", "uvicorn", "PIL"), "extra": "web"}
+"""What the web and widget environments need beyond agentgym's core (their sites, the browser)."""
 
 
 def register_envs() -> None:
@@ -43,12 +48,14 @@ def register_envs() -> None:
         "web/Shop-v0",
         "agentgym.envs.web.shop:ShopEnv",
         tags=("web", "browser", "shopping", "multi-turn"),
+        **WEB,
         description="Find the product an instruction describes in a web shop, choose its options and buy it.",
     )
     register(
         "web/Booking-v0",
         "agentgym.envs.web.booking:BookingEnv",
         tags=("web", "browser", "forms", "multi-turn"),
+        **WEB,
         description=("Book the hotel stay a request describes through a booking site's search and forms, "
                      "cancelling or changing an existing booking first where asked."),
     )
@@ -56,9 +63,11 @@ def register_envs() -> None:
         "web/Mail-v0",
         "agentgym.envs.web.mail:MailEnv",
         tags=("web", "browser", "mail", "multi-turn"),
+        **WEB,
         description="Read, search, answer, forward and file mail in a webmail client, as a request describes.",
     )
     register_widget_envs()
     register_desktop_envs()
     register_textarena_envs()
     register_miniwob_envs()
+    register_mcp_envs()

@@ -55,6 +55,8 @@ def register_textarena_envs() -> None:
             kwargs={"game": game},
             tags=(FAMILY, ADAPTED, "games", "multi-turn", "single-player" if game in SINGLE_PLAYER else "two-player"),
             description=f"TextArena's {game.removesuffix('-v0')} ({players}), judged by TextArena's own rules.",
+            requires=("textarena",),
+            extra="textarena",
         )
 
 

@@ -115,3 +115,33 @@ def test_cli_lists_the_third_party_environment(plugin_site):
     listed = subprocess.run([AGENTGYM, "list", "--json", "--family", "example"], env=environ,
                             capture_output=True, text=True, check=True)
     assert [s["id"] for s in json.loads(listed.stdout)] == ["example/GuessNumber-v0"]
+
+
+def test_an_env_whose_extra_is_missing_is_listed_unavailable_and_not_made(registered_counter):
+    spec = agentgym.register("test/NeedsExtra-v0", "tests.conftest:CounterEnv", requires=("agentgym_no_such_module",),
+                             extra="nothing")
+    try:
+        assert spec.unavailable == ("needs agentgym_no_such_module, which is not installed: "
+                                    "pip install 'agentgym[nothing]'")
+        with pytest.raises(RegistrationError, match=r"test/NeedsExtra-v0 cannot be made here: .*agentgym\[nothing\]"):
+            agentgym.make("test/NeedsExtra-v0")
+        assert registered_counter.unavailable is None
+    finally:
+        registration._registry.pop(spec.id)
+
+
+def test_without_the_optional_packages_the_adapters_are_listed_unavailable_with_the_install_command(tmp_path):
+    (tmp_path / "sitecustomize.py").write_text(  # a None in sys.modules is how Python spells "not installed"
+        "import sys\nfor name in ('mcp', 'textarena', 'miniwob'):\n    sys.modules[name] = None\n")
+    environ = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    listed = subprocess.run([AGENTGYM, "list", "--json"], env=environ, capture_output=True, text=True, check=True)
+    rows = {row["id"]: row for row in json.loads(listed.stdout)}
+    assert "pip install 'agentgym[mcp]'" in rows["mcp/IssueTracker-v0"]["unavailable"]
+    assert "pip install 'agentgym[textarena]'" in rows["textarena/TicTacToe-v0"]["unavailable"]
+    assert "pip install 'agentgym[miniwob]'" in rows["miniwob/*"]["unavailable"]
+    assert rows["games/FrozenLake-v0"]["unavailable"] is None
+    table = subprocess.run([AGENTGYM, "list", "--family", "miniwob"], env=environ, capture_output=True, text=True)
+    assert "miniwob/*" in table.stdout and "unavailable" in table.stdout
+    for env_id in ("mcp/IssueTracker-v0", "miniwob/click-test-v0"):
+        made = subprocess.run([AGENTGYM, "check", env_id], env=environ, capture_output=True, text=True)
+        assert made.returncode == 2 and "cannot be made here" in made.stderr and "Traceback" not in made.stderr

@@ -59,5 +59,5 @@ TASKS: dict[str, DesktopTask] = {task.name: task for task in (
 def register_desktop_envs() -> None:
     """Register each desktop task as ``gui/Desktop<Name>-v0``."""
     for task in TASKS.values():
-        register(task.env_id, ENTRY_POINT, kwargs={"task": task.name}, tags=TAGS,
+        register(task.env_id, ENTRY_POINT, kwargs={"task": task.name}, tags=TAGS, requires=("docker",), extra="docker",
                  description=f"A desktop in a sandbox: {task.description[0].lower()}{task.description[1:]}")

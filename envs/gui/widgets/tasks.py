@@ -72,4 +72,6 @@ def register_widget_envs() -> None:
             kwargs={"task": name},
             tags=TAGS,
             description=task.description,
+            requires=("playwright", "PIL"),
+            extra="web",
         )
