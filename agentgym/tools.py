@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import jsonschema
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model
 
@@ -39,6 +40,7 @@ class ToolSpec(BaseModel):
     description: str = ""
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
     _arguments_model: type[BaseModel] | None = PrivateAttr(default=None)
+    _validator: jsonschema.protocols.Validator | None = PrivateAttr(default=None)
 
     @classmethod
     def from_function(cls, fn: Callable[..., Any], *, name: str | None = None, description: str | None = None) -> ToolSpec:
@@ -60,6 +62,16 @@ class ToolSpec(BaseModel):
         spec._arguments_model = model
         return spec
 
+    @classmethod
+    def from_json_schema(cls, name: str, description: str, parameters: dict[str, Any]) -> ToolSpec:
+        """A spec from a JSON schema written elsewhere (an MCP server's tool); arguments are checked against it.
+        Raises ``jsonschema.SchemaError`` for a schema that is not one."""
+        spec = cls(name=name, description=description, parameters=_clean_schema(parameters))
+        validator = jsonschema.validators.validator_for(spec.parameters)
+        validator.check_schema(spec.parameters)
+        spec._validator = validator(spec.parameters)
+        return spec
+
     @property
     def parameter_names(self) -> list[str]:
         """The parameter names in signature order."""
@@ -67,7 +79,12 @@ class ToolSpec(BaseModel):
 
     def validate_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Check and coerce arguments against the schema; raise :class:`ToolError` naming each bad one."""
-        model = self.__pydantic_private__["_arguments_model"]  # read directly: the hot path of every step
+        private = self.__pydantic_private__  # read directly: the hot path of every step
+        model, validator = private["_arguments_model"], private["_validator"]
+        if validator is not None:
+            problems = "; ".join(_describe_schema_error(err) for err in validator.iter_errors(arguments))
+            if problems:
+                raise ToolError(f"invalid arguments for {self.name}: {problems}")
         if model is None:
             return dict(arguments)
         try:
@@ -172,6 +189,11 @@ def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
     if isinstance(schema, list):
         return [_clean_schema(v) for v in schema]
     return schema
+
+
+def _describe_schema_error(err: jsonschema.ValidationError) -> str:
+    where = ".".join(str(part) for part in err.absolute_path)
+    return f"'{where}': {err.message}" if where else err.message
 
 
 def _describe_error(err: Any) -> str:

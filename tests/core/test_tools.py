@@ -61,3 +61,18 @@ def test_sampled_arguments_fit_the_schema(seed):
     rng = np.random.default_rng(seed)
     jsonschema.validate(sample_arguments(SPEC, rng), SPEC.parameters)
     jsonschema.validate(sample_arguments(SPEC), SPEC.parameters)
+
+
+def test_a_spec_from_a_json_schema_checks_arguments_against_it():
+    schema = {"type": "object", "title": "Arguments", "required": ["issue_id"],
+              "properties": {"issue_id": {"type": "integer", "title": "Issue Id"},
+                             "state": {"enum": ["open", "closed"], "default": "open"}}}
+    spec = ToolSpec.from_json_schema("close_issue", "Close an issue.", schema)
+    assert "title" not in spec.parameters and "title" not in spec.parameters["properties"]["issue_id"]
+    assert spec.validate_arguments({"issue_id": 3, "state": "closed"}) == {"issue_id": 3, "state": "closed"}
+    with pytest.raises(ToolError, match=r"invalid arguments for close_issue: 'issue_id' is a required property"):
+        spec.validate_arguments({})
+    with pytest.raises(ToolError, match=r"'issue_id': 'x' is not of type 'integer'; 'state': 'shut' is not one of"):
+        spec.validate_arguments({"issue_id": "x", "state": "shut"})
+    with pytest.raises(jsonschema.SchemaError):
+        ToolSpec.from_json_schema("broken", "", {"type": "object", "properties": {"a": {"type": "no-such-type"}}})

@@ -1,9 +1,10 @@
 """Every bundled environment: the conformance checks, the oracle on 200 seeds (40 of a sandboxed one in the
 default run), random below it, and fuzzed actions that never raise.
 
-Environments in a real browser or on a desktop in a container take seconds to start each time one is made,
-so the default run checks two of them and fuzzes one per entry point with one parser (the rest are marked
-slow), and leaves the oracle and the random policy to their own test modules."""
+Environments in a real browser, on a desktop in a container or served by an MCP server take seconds to start
+each time one is made (or each episode), so the default run checks three of them and fuzzes one per entry point
+with one parser (the rest are marked slow), and leaves the oracle and the random policy to their own test
+modules."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ SPECS = [s for s in agentgym.list_envs() if s.entry_point.startswith("agentgym.e
 BUNDLED = [s.id for s in SPECS]
 ON_DESKTOP = {s.id for s in SPECS if "desktop" in s.tags}
 IN_BROWSER = {s.id for s in SPECS if "browser" in s.tags}
-SLOW_TO_START = IN_BROWSER | ON_DESKTOP
+SERVED_BY_MCP = {s.id for s in SPECS if "mcp" in s.tags}
+SLOW_TO_START = IN_BROWSER | ON_DESKTOP | SERVED_BY_MCP
 IN_SANDBOX = {s.id for s in SPECS if "sandbox" in s.tags}
 SANDBOX_TIMEOUT = 600
 """Seconds for a sandboxed env's test: 400 oracle and random episodes start a sandbox process per command,
@@ -33,9 +35,9 @@ SEEDS = 200
 SANDBOX_SEEDS = 40
 """Seeds of a sandboxed env's oracle test in the default run, every difficulty among them (:data:`SEEDS` of
 them take two minutes); ``-m slow`` plays all :data:`SEEDS`."""
-CHECKED_BY_DEFAULT = {"web/Shop-v0", "gui/ChooseRadio-v0"}
-"""Of :data:`SLOW_TO_START`, those the default run checks: a web site and a widget page. A check of one of
-them takes 15 to 50 s (Gymnasium's checker alone resets 14 times and closes 4 times); ``-m slow`` checks the
+CHECKED_BY_DEFAULT = {"web/Shop-v0", "gui/ChooseRadio-v0", "mcp/IssueTracker-v0"}
+"""Of :data:`SLOW_TO_START`, those the default run checks: a web site, a widget page and the MCP example
+(whose episodes each start a server). A check of one of them takes 15 to 50 s (Gymnasium's checker alone resets 14 times and closes 4 times); ``-m slow`` checks the
 rest, and their own modules play their oracle and random policy at every difficulty in the default run."""
 PARSERS = ("hermes", "pythonic")
 
