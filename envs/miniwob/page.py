@@ -26,7 +26,10 @@ START_SCRIPT = """([seed, mode]) => {
 click; the harness never clicks it, and here an action sent after the page ended the episode (its timer ran
 out while the agent thought) must not either, so the screen stays inert."""
 OPENING_SCRIPT = "() => [WOB_TASK_READY, core.getUtterance(), core.EPISODE_MAX_TIME]"
-OUTCOME_SCRIPT = "() => [WOB_DONE_GLOBAL, WOB_REWARD_GLOBAL, WOB_RAW_REWARD_GLOBAL, WOB_REWARD_REASON]"
+OUTCOME_SCRIPT = ("() => typeof WOB_DONE_GLOBAL === 'undefined' ? null"
+                  " : [WOB_DONE_GLOBAL, WOB_REWARD_GLOBAL, WOB_RAW_REWARD_GLOBAL, WOB_REWARD_REASON]")
+"""The page's done and reward globals; ``null`` on a page that is not a task's (the agent navigated away)."""
+LEFT_THE_TASK = "left the task's page"
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,10 @@ async def start_episode(page: Any, seed: int, mode: str) -> tuple[str, float]:
 
 
 async def outcome(page: Any) -> Outcome | None:
-    """How the episode ended, once the page says it is done; ``None`` while it goes on."""
-    done, reward, raw, reason = await page.evaluate(OUTCOME_SCRIPT)
+    """How the episode ended, once the page says it is done; ``None`` while it goes on. An agent that has
+    navigated off the task's page has failed it (MiniWoB's raw reward -1, paid 0: the page gave no reward)."""
+    globals_ = await page.evaluate(OUTCOME_SCRIPT)
+    if globals_ is None:
+        return Outcome(0.0, -1.0, LEFT_THE_TASK)
+    done, reward, raw, reason = globals_
     return Outcome(float(reward), float(raw), str(reason or "")) if done else None

@@ -52,6 +52,17 @@ def test_a_wrong_click_ends_the_episode_with_minwobs_penalty():
         env.close()
 
 
+def test_navigating_off_the_task_page_fails_the_episode_instead_of_breaking_it():
+    env = agentgym.make("miniwob/click-test-v0", parser="pythonic")
+    try:
+        env.reset(seed=0)
+        _, reward, terminated, _, info = env.step("goto(url='/index.html')")
+        assert terminated and not info["success"] and reward == 0.0
+        assert env.outcome.reason == "left the task's page"
+    finally:
+        env.close()
+
+
 def test_the_pixel_tier_clicks_by_coordinates_on_minwobs_task_area():
     env = agentgym.make("miniwob/click-test-v0", actions="pixels", parser="pythonic")
     try:
