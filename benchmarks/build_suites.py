@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+import agentgym
 from agentgym.suites import SUITE_FILE, suites_root, write_suite
 from agentgym.tasks import TaskSet
 
@@ -32,6 +33,7 @@ class Part:
     env_ids: tuple[str, ...]
     test: int
     train: int
+    levels: tuple[str, ...] = LEVELS
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,12 @@ class SuiteDef:
     measures: str
     needs: str
     parts: tuple[Part, ...]
+    source: str = ""
+    """Where a suite of another project's tasks comes from (named in its README)."""
+
+    @property
+    def levels(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(level for part in self.parts for level in part.levels))
 
 
 GAMES = Part(("games/FrozenLake-v0", "games/Sokoban-v0"), test=20, train=100)
@@ -48,6 +56,22 @@ TOOLS = Part(("tools/Calculator-v0", "tools/PythonSandbox-v0", "tools/Shell-v0")
 WEB = Part(("web/Shop-v0", "web/Booking-v0", "web/Mail-v0"), test=4, train=20)
 WIDGET_TASKS = Part(tuple(f"gui/{name}-v0" for name in WIDGETS), test=1, train=5)
 DESKTOP_TASKS = Part(tuple(f"gui/Desktop{name}-v0" for name in DESKTOP), test=1, train=3)
+MINIWOB_SUBSET = ("book-flight", "choose-date", "choose-date-easy", "choose-date-medium", "choose-list",
+                  "click-button", "click-button-sequence", "click-checkboxes", "click-checkboxes-large",
+                  "click-checkboxes-soft", "click-checkboxes-transfer", "click-collapsible", "click-collapsible-2",
+                  "click-color", "click-dialog", "click-dialog-2", "click-link", "click-menu", "click-option",
+                  "click-pie", "click-scroll-list", "click-shades", "click-shape", "click-tab", "click-tab-2",
+                  "click-tab-2-hard", "click-test", "click-test-2", "click-widget", "count-shape", "email-inbox",
+                  "email-inbox-forward-nl", "email-inbox-forward-nl-turk", "email-inbox-nl-turk", "enter-date",
+                  "enter-password", "enter-text", "enter-text-dynamic", "enter-time", "focus-text", "focus-text-2",
+                  "grid-coordinate", "guess-number", "identify-shape", "login-user", "login-user-popup",
+                  "multi-layouts", "multi-orderings", "navigate-tree", "search-engine", "social-media",
+                  "social-media-all", "social-media-some", "tic-tac-toe", "use-autocomplete", "use-spinner")
+"""The 56 MiniWoB++ tasks of WebGUM's evaluation (Furuta et al., 2023), the subset LLM web agents are most often
+compared on; BrowserGym's MiniWoB task metadata marks the same tasks ``webgum_subset``."""
+MINIWOB = Part(tuple(f"miniwob/{task}-v0" for task in MINIWOB_SUBSET), test=4, train=20, levels=("default",))
+TEXTARENA = Part(tuple(s.id for s in agentgym.list_envs(family="textarena")), test=4, train=20, levels=("default",))
+"""Every TextArena game agentgym registers."""
 
 SUITES = {
     s.name: s
@@ -68,6 +92,22 @@ SUITES = {
                  "whole desktop chores in an editor, a file manager and a terminal.",
                  "Chromium and Playwright; Docker with the `agentgym/desktop` image "
                  "(`agentgym sandbox build desktop`)", (WIDGET_TASKS, DESKTOP_TASKS)),
+        SuiteDef("miniwob-v0", "MiniWoB++'s commonly reported subset: the 56 tasks of WebGUM's evaluation.",
+                 "Web interaction on MiniWoB++'s own pages (agentgym's element actions by default, or pixels): "
+                 "forms, menus, dialogs, dates, mail and search, scored by each page's own reward.",
+                 "`pip install 'agentgym[miniwob]'`, Chromium and Playwright", (MINIWOB,),
+                 source="The task list is the subset of MiniWoB++ (Liu et al., ICLR 2018) on which WebGUM "
+                        "(Furuta et al., *Multimodal Web Navigation with Instruction-Finetuned Foundation Models*, "
+                        "2023) and the agents it compares with are evaluated; BrowserGym's MiniWoB task metadata "
+                        "(`task_metadata/miniwob.csv`, column `webgum_subset`) lists the same 56 tasks. Each task "
+                        "runs from the `miniwob` package's own HTML (1.1.0), and a seed is the page's "
+                        "`Math.seedrandom` seed."),
+        SuiteDef("textarena-v0", "TextArena's games that run offline: 18 puzzles and 17 two-player games.",
+                 "Playing text games by their own rules: single-player puzzles, and two-player games as player 0 "
+                 "against a fixed random opponent, judged and paid by TextArena.",
+                 "`pip install 'agentgym[textarena]'`", (TEXTARENA,),
+                 source="The games are TextArena 0.7.4's (Guertler et al., 2025) that run offline here (see "
+                        "`agentgym/integrations/textarena_env.py` for those left out and why)."),
         SuiteDef("all-v0", "Every bundled family: games-v0, tools-v0, web-v0 and gui-v0 together.",
                  "The whole range at once, from grid games to desktop chores.",
                  "everything the four suites need", (GAMES, TOOLS, WEB, WIDGET_TASKS, DESKTOP_TASKS)),
@@ -81,8 +121,8 @@ def suite_tasks(definition: SuiteDef) -> TaskSet:
     for split in ("test", "train"):
         for part in definition.parts:
             for env_id in part.env_ids:
-                n = getattr(part, split) * len(LEVELS)
-                tasks.extend(TaskSet.generate(env_id, n, split=split, difficulties=LEVELS))
+                n = getattr(part, split) * len(part.levels)
+                tasks.extend(TaskSet.generate(env_id, n, split=split, difficulties=part.levels))
     ids = [t.id for t in tasks]
     if len(set(ids)) != len(ids):
         raise ValueError(f"{definition.name} repeats task ids")
@@ -90,13 +130,21 @@ def suite_tasks(definition: SuiteDef) -> TaskSet:
 
 
 def readme(definition: SuiteDef, tasks: TaskSet) -> str:
+    levels = definition.levels
     counts = Counter((t.split, t.env_id.split("/")[0], t.difficulty) for t in tasks)
     families = sorted({family for _, family, _ in counts})
-    rows = [f"| {split} | {family} | " + " | ".join(str(counts[split, family, level]) for level in LEVELS)
-            + f" | {sum(counts[split, family, level] for level in LEVELS)} |"
+    rows = [f"| {split} | {family} | " + " | ".join(str(counts[split, family, level]) for level in levels)
+            + f" | {sum(counts[split, family, level] for level in levels)} |"
             for split in ("test", "train") for family in families]
-    env_lines = [f"- `{env_id}`: {part.test} test and {part.train} train tasks per difficulty"
-                 for part in definition.parts for env_id in part.env_ids]
+    oracles = {env_id: has_oracle(env_id) for part in definition.parts for env_id in part.env_ids}
+    per = "per difficulty" if levels != ("default",) else "each"
+    env_lines = [f"- `{env_id}`: {part.test} test and {part.train} train tasks {per}"
+                 + ("" if oracles[env_id] else " (no oracle)") for part in definition.parts for env_id in part.env_ids]
+    with_oracle = sum(oracles.values())
+    oracle_line = ("Every environment has an oracle." if with_oracle == len(oracles) else
+                   "No environment here has an oracle: `--policy oracle` cannot play them." if not with_oracle else
+                   f"{with_oracle} of {len(oracles)} environments have an oracle; `--policy oracle` cannot play "
+                   "those marked below.")
     return "\n".join([
         f"# {definition.name}",
         "",
@@ -104,14 +152,16 @@ def readme(definition: SuiteDef, tasks: TaskSet) -> str:
         "",
         f"**What it measures.** {definition.measures}",
         "",
+        *([f"**Source.** {definition.source}", ""] if definition.source else []),
         f"**Needs:** {definition.needs}.",
         "",
-        "| split | family | easy | medium | hard | total |",
-        "|---|---|---:|---:|---:|---:|",
+        "| split | family | " + " | ".join(levels) + " | total |",
+        "|---|---|" + "---:|" * (len(levels) + 1),
         *rows,
         "",
         "```bash",
-        f"agentgym eval --suite {definition.name} --policy oracle            # the test split, with a report",
+        f"agentgym eval --suite {definition.name} --policy {'oracle' if with_oracle else 'random'}"
+        "            # the test split, with a report",
         f"agentgym eval --suite {definition.name} --engine torch --model DIR --samples 4",
         "```",
         "",
@@ -125,9 +175,16 @@ def readme(definition: SuiteDef, tasks: TaskSet) -> str:
         "",
         "## Environments",
         "",
+        oracle_line,
+        "",
         *env_lines,
         "",
     ])
+
+
+def has_oracle(env_id: str) -> bool:
+    """Whether the environment's class plays an oracle (adapted tasks often have none)."""
+    return agentgym.spec(env_id).load().oracle_action is not agentgym.Env.oracle_action
 
 
 def main() -> None:

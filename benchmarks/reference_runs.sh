@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Record the reference agents on all-v0's test split and regenerate the leaderboard from them.
+# Record the reference agents on all-v0's test split, and those that can play them on miniwob-v0's and
+# textarena-v0's, and regenerate the leaderboard from them.
 # Needs the Docker engine running with the sandbox images built (`agentgym sandbox build desktop`), Chromium,
 # the quickstart's tiny agents (`bash scripts/quickstart.sh` leaves runs/sft-quickstart/model and
 # runs/quickstart/train/checkpoints/) and the mixture showcase's (`bash scripts/mixture.sh` leaves
@@ -19,6 +20,7 @@ declare -A agents=(
   [rl-tiny]="--engine torch --model $rl_model ${tiny[*]}"
   [rl-mixture-tiny]="--engine torch --model $mixture_model ${tiny[*]} --env-arg games/Sokoban-v0:describe=true"
 )
+declare -A models=([sft-tiny]=runs/sft-quickstart/model [rl-tiny]="$rl_model" [rl-mixture-tiny]="$mixture_model")
 for name in oracle random sft-tiny rl-tiny rl-mixture-tiny; do
   out="runs/reference/$name"
   resume=(); [ -f "$out/manifest.json" ] && resume=(--resume)
@@ -26,6 +28,19 @@ for name in oracle random sft-tiny rl-tiny rl-mixture-tiny; do
   "$bin/agentgym" eval --suite all-v0 ${agents[$name]} --out "$out" "${resume[@]}"
   mkdir -p "benchmarks/results/recorded/$name"
   cp "$out/manifest.json" "$out/summary.json" "benchmarks/results/recorded/$name/"
+done
+# The suites of other projects' tasks, which have no oracle: MiniWoB++'s subset and TextArena's games.
+for suite in miniwob-v0 textarena-v0; do
+  for name in random sft-tiny rl-tiny rl-mixture-tiny; do
+    out="runs/reference/$name/$suite"
+    resume=(); [ -f "$out/manifest.json" ] && resume=(--resume)
+    args=(--policy random)  # the games' arguments above name environments these suites do not play
+    [ "$name" != random ] && args=(--engine torch --model "${models[$name]}" --env-arg parser=pythonic --max-tokens 32
+                                  --temperature 1)
+    "$bin/agentgym" eval --suite "$suite" "${args[@]}" --out "$out" "${resume[@]}"
+    mkdir -p "benchmarks/results/recorded/$name/$suite"
+    cp "$out/manifest.json" "$out/summary.json" "benchmarks/results/recorded/$name/$suite/"
+  done
 done
 # A sample report: the RL tiny agent's (solved and failed lakes, desktops it could not work), with the screens it shows.
 sample=benchmarks/results/sample-report

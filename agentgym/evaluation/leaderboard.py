@@ -2,14 +2,16 @@
 
 A recorded run is a folder under ``benchmarks/results/recorded/`` holding an evaluation's ``manifest.json``
 and ``summary.json`` (``agentgym eval ... --out`` writes both; ``benchmarks/reference_runs.sh`` records
-the reference agents). A run counts for a suite when it scored the suite's whole test split, so one run
-of ``all-v0`` fills the row of every suite. ``agentgym leaderboard`` writes
+the reference agents). An agent's folder holds its run, and may hold more in subfolders (one per further
+suite, e.g. ``random/miniwob-v0/``). A run counts for a suite when it scored the suite's whole test split,
+so one run of ``all-v0`` fills the row of every suite it contains. ``agentgym leaderboard`` writes
 ``benchmarks/results/leaderboard.md`` and the score table of each suite's README.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,12 +56,14 @@ class Row:
 
 
 def load_recorded(runs_dir: Path) -> list[Recorded]:
-    """The recorded runs, by folder name."""
+    """The recorded runs, named by their agent's folder: its own run first, then those in its subfolders."""
     found = []
-    for folder in sorted(p for p in runs_dir.iterdir() if (p / MANIFEST).is_file()):
-        spec = RunSpec.model_validate_json((folder / MANIFEST).read_text())
-        scores = RunScores.model_validate_json((folder / "summary.json").read_text())
-        found.append(Recorded(folder.name, spec, scores))
+    for agent in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
+        for folder in (agent, *sorted(p for p in agent.iterdir() if p.is_dir())):
+            if (folder / MANIFEST).is_file():
+                spec = RunSpec.model_validate_json((folder / MANIFEST).read_text())
+                scores = RunScores.model_validate_json((folder / "summary.json").read_text())
+                found.append(Recorded(agent.name, spec, scores))
     return found
 
 
@@ -72,9 +76,15 @@ def suite_row(suite: Suite, run: Recorded) -> Row | None:
     if not tasks or any(t is None or t.samples == 0 for t in tasks):
         return None
     played: list[TaskScore] = [t for t in tasks if t is not None]
-    levels = {level: [t for t in played if t.difficulty == level] for level in LEVELS}
+    levels = {level: [t for t in played if t.difficulty == level] for level in suite_levels(suite)}
     return Row(run, _success(played), sum(t.mean_reward for t in played) / len(played),
                {level: _success(ts) for level, ts in levels.items() if ts})
+
+
+def suite_levels(suite: Suite) -> tuple[str, ...]:
+    """The difficulties of the suite's test tasks: easy, medium and hard in that order, then any others."""
+    present = {t.difficulty for t in suite.split("test")}
+    return (*(level for level in LEVELS if level in present), *sorted(present - set(LEVELS)))
 
 
 def write_leaderboard(runs_dir: Path, out_file: Path, suites_dir: Path | None = None) -> list[Path]:
@@ -85,12 +95,12 @@ def write_leaderboard(runs_dir: Path, out_file: Path, suites_dir: Path | None = 
     runs = load_recorded(runs_dir)
     folders = sorted(p for p in suites_dir.iterdir() if p.is_dir()) if suites_dir else suite_names()
     suites = [load_suite(folder) for folder in folders]
-    rows = {s.name: [r for r in (suite_row(s, run) for run in runs) if r is not None] for s in suites}
+    rows = {s.name: _first_per_agent(suite_row(s, run) for run in runs) for s in suites}
     written = []
     for suite in suites:
         readme = suite.folder / "README.md"
         text = readme.read_text()
-        table = _suite_table(rows[suite.name])
+        table = _suite_table(rows[suite.name], suite_levels(suite))
         updated = _SCORES.sub(lambda m, table=table: m.group(1) + table + m.group(2), text)
         if updated != text:
             readme.write_text(updated)
@@ -104,13 +114,24 @@ def _success(tasks: list[TaskScore]) -> float:
     return sum(t.successes for t in tasks) / sum(t.samples for t in tasks)
 
 
-def _suite_table(rows: list[Row]) -> str:
+def _first_per_agent(rows: Iterable[Row | None]) -> list[Row]:
+    """The first row of each agent (an agent's later runs may cover the same suite again)."""
+    kept: dict[str, Row] = {}
+    for row in rows:
+        if row is not None:
+            kept.setdefault(row.run.name, row)
+    return list(kept.values())
+
+
+def _suite_table(rows: list[Row], levels: tuple[str, ...]) -> str:
     if not rows:
         return "No recorded run covers this suite yet.\n"
-    lines = ["| agent | success | mean reward | easy | medium | hard |", "|---|---:|---:|---:|---:|---:|"]
+    shown = levels if len(levels) > 1 else ()  # one level is the success column itself
+    lines = ["| agent | success | mean reward |" + "".join(f" {lv} |" for lv in shown),
+             "|---|---:|---:|" + "---:|" * len(shown)]
     for r in sorted(rows, key=lambda r: -r.success):
-        levels = " | ".join(f"{r.by_level[lv]:.1%}" if lv in r.by_level else "" for lv in LEVELS)
-        lines.append(f"| {r.run.name} | {r.success:.1%} | {r.reward:.3f} | {levels} |")
+        cells = "".join(f" {r.by_level[lv]:.1%} |" if lv in r.by_level else " |" for lv in shown)
+        lines.append(f"| {r.run.name} | {r.success:.1%} | {r.reward:.3f} |{cells}")
     return "\n".join(lines) + "\n"
 
 
@@ -127,11 +148,12 @@ def _leaderboard(suites: list[Suite], runs: list[Recorded], rows: dict[str, list
         "| agent | " + " | ".join(names) + " |",
         "|---|" + "---:|" * len(names),
     ]
-    for run in runs:
-        cells = [f"{cell[s, run.name].success:.1%} ({cell[s, run.name].reward:.2f})" if (s, run.name) in cell else "–"
+    for agent in dict.fromkeys(run.name for run in runs):
+        cells = [f"{cell[s, agent].success:.1%} ({cell[s, agent].reward:.2f})" if (s, agent) in cell else "–"
                  for s in names]
-        lines.append(f"| {run.name} | " + " | ".join(cells) + " |")
+        lines.append(f"| {agent} | " + " | ".join(cells) + " |")
     lines += ["", "## Agents", ""]
-    lines += [f"- **{run.name}**: {run.description}; {run.scores.scored} episodes scored, "
+    lines += [f"- **{run.name}**" + (f" on {run.spec.suite}" if run.spec.suite else "")
+              + f": {run.description}; {run.scores.scored} episodes scored, "
               f"{run.scores.infra_errors} lost to infrastructure, {run.scores.wall_seconds:.0f} s" for run in runs]
     return "\n".join(lines) + "\n"

@@ -105,9 +105,6 @@ class TextArenaEnv(Env):
             seen = f"{seen}\nThe game is over: {self._reason} Your reward: {self._reward:g}.".lstrip()
         return seen or "(nothing new)"
 
-    def oracle_action(self) -> str:
-        raise NotImplementedError(f"TextArena's {self.game_id} has no oracle")
-
     def _opponents_move(self) -> bool:
         """Let the random opponent play until it is the agent's turn again; whether the game ended."""
         done = False

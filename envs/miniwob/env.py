@@ -69,9 +69,6 @@ class MiniwobEnv(Env):
         """The score of an episode the agent ends itself: MiniWoB's if the page had ended it, else 0."""
         return (self.outcome.reward, self.outcome.success) if self.outcome is not None else (0.0, False)
 
-    def oracle_action(self) -> str:
-        raise NotImplementedError("MiniWoB++ tasks have no oracle here")
-
     def render_text(self) -> str:
         return self.utterance
 

@@ -194,3 +194,29 @@ def test_a_recorded_model_run_names_each_env_argument_as_eval_takes_it():
                    env_args={"*": {"parser": "pythonic"}, "games/Sokoban-v0": {"describe": True}})
     assert Recorded("m", spec, scores=None).description == (
         "`torch` engine, model `runs/m`, parser=pythonic; games/Sokoban-v0:describe=True")
+
+
+def test_an_agents_runs_on_several_suites_fill_one_leaderboard_row(tmp_path):
+    graded = list(TaskSet.generate("games/FrozenLake-v0", 3, split="test", difficulties=("easy", "medium", "hard")))
+    flat = list(TaskSet.generate("gymnasium/CliffWalking-v1", 2, split="test"))
+    suites = {}
+    for name, tasks in (("graded-v0", graded), ("flat-v0", flat)):
+        suites[name] = write_suite(tmp_path / "suites" / name, name, f"{name} tasks.", TaskSet(tasks))
+        (suites[name].folder / "README.md").write_text("<!-- scores: test split -->\n<!-- /scores -->\n")
+    runs = tmp_path / "runs"
+    for folder, name, tasks, policy in ((runs / "oracle", "graded-v0", graded, OraclePolicy()),
+                                        (runs / "random", "graded-v0", graded, RandomPolicy()),
+                                        (runs / "random" / "flat-v0", "flat-v0", flat, RandomPolicy())):
+        spec = _spec(tasks, agent=policy.name, suite=name, suite_sha256=suites[name].sha256)
+        asyncio.run(run_evaluation(spec, tasks, policy, folder))
+    write_leaderboard(runs, tmp_path / "leaderboard.md", tmp_path / "suites")
+    board = (tmp_path / "leaderboard.md").read_text()
+    assert "| agent | flat-v0 | graded-v0 |" in board
+    assert "| oracle | – | 100.0% (1.00) |" in board and board.count("| random | ") == 1
+    assert "- **random** on flat-v0: reference policy `random`" in board
+    graded_table = (suites["graded-v0"].folder / "README.md").read_text()
+    assert "| agent | success | mean reward | easy | medium | hard |" in graded_table
+    assert "| oracle | 100.0% | 1.000 | 100.0% | 100.0% | 100.0% |" in graded_table
+    flat_table = (suites["flat-v0"].folder / "README.md").read_text()
+    assert "| agent | success | mean reward |\n" in flat_table and "| random |" in flat_table
+    assert "| oracle |" not in flat_table

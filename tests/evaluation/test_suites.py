@@ -9,7 +9,9 @@ import pytest
 from agentgym.registration import spec
 from agentgym.suites import SuiteError, load_suite, suite_names
 
-SUITES = ["all-v0", "games-v0", "gui-v0", "tools-v0", "web-v0"]
+SUITES = ["all-v0", "games-v0", "gui-v0", "miniwob-v0", "textarena-v0", "tools-v0", "web-v0"]
+ADAPTED = {"miniwob-v0": 56, "textarena-v0": 35}
+"""The suites of other projects' tasks, which have one difficulty, and how many environments each holds."""
 
 
 def test_the_bundled_suites_load_and_match_their_checksums():
@@ -23,8 +25,18 @@ def test_the_bundled_suites_load_and_match_their_checksums():
         assert not {t.seed for t in test} & {t.seed for t in train}
         for env_id in suite.env_ids:
             levels = {t.difficulty for t in test if t.env_id == env_id}
-            assert levels == {"easy", "medium", "hard"}, (name, env_id)
+            assert levels == ({"default"} if name in ADAPTED else {"easy", "medium", "hard"}), (name, env_id)
             assert spec(env_id).id == env_id
+        assert name not in ADAPTED or len(suite.env_ids) == ADAPTED[name]
+
+
+def test_the_miniwob_suite_is_the_commonly_reported_subset_and_says_where_it_comes_from():
+    suite = load_suite("miniwob-v0")
+    assert {"miniwob/click-button-v0", "miniwob/book-flight-v0", "miniwob/social-media-some-v0"} <= set(suite.env_ids)
+    assert "miniwob/drag-box-v0" not in suite.env_ids  # outside the subset
+    readme = (suite.folder / "README.md").read_text()
+    assert "WebGUM" in readme and "webgum_subset" in readme
+    assert "No environment here has an oracle" in readme and readme.count("(no oracle)") == 56
 
 
 def test_all_v0_is_the_union_of_the_family_suites():
