@@ -3,9 +3,10 @@
 
 from agentgym.envs.gui.desktop.tasks import register_desktop_envs
 from agentgym.envs.gui.widgets.tasks import register_widget_envs
-from agentgym.envs.miniwob import register_miniwob_envs
-from agentgym.integrations.textarena_env import register_textarena_envs
 from agentgym.envs.mcp import register_mcp_envs
+from agentgym.envs.miniwob import register_miniwob_envs
+from agentgym.integrations.gymnasium_env import register_gymnasium_classics
+from agentgym.integrations.textarena_env import register_textarena_envs
 from agentgym.registration import register
 
 WEB = {"requires": ("playwright", "fastapi", "jinja2", "uvicorn", "PIL"), "extra": "web"}
@@ -71,3 +72,4 @@ def register_envs() -> None:
     register_textarena_envs()
     register_miniwob_envs()
     register_mcp_envs()
+    register_gymnasium_classics()

@@ -179,6 +179,17 @@ class GymnasiumEnv(Env):
         return int(self._plan[int(self._observation)])
 
 
+CLASSICS = ("Blackjack-v1", "CliffWalking-v1", "FrozenLake-v1", "FrozenLake8x8-v1", "Taxi-v4")
+"""Gymnasium's toy-text classics, listed by ``agentgym list``; any other id with a Discrete action space is
+registered when it is first asked for."""
+
+
+def register_gymnasium_classics() -> None:
+    """Register :data:`CLASSICS` as ``gymnasium/<id>``."""
+    for gym_id in CLASSICS:
+        register_gymnasium(gym_id)
+
+
 def register_gymnasium(gym_id: str) -> EnvSpec:
     """Register Gymnasium's ``gym_id`` as ``gymnasium/<gym_id>``; unknown or deprecated ids are refused with
     Gymnasium's own reason."""

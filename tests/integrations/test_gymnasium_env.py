@@ -121,3 +121,10 @@ def test_a_fresh_process_makes_the_slash_id_with_nothing_registered_before():
             "print(env.spec.id, env.spec.kwargs['gym_id'], env.step(env.oracle_action())[1])")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.split() == ["gymnasium/CliffWalking-v1", "CliffWalking-v1", "-1.0"]
+
+
+def test_agentgym_list_shows_gymnasiums_classics_beside_the_other_adapted_families():
+    listed = {spec.id.split("/")[0]: spec.id for spec in agentgym.list_envs()}
+    assert {"gymnasium", "textarena", "miniwob", "mcp"} <= set(listed)
+    assert {s.id for s in agentgym.list_envs(family="gymnasium")} >= {
+        "gymnasium/Taxi-v4", "gymnasium/FrozenLake-v1", "gymnasium/CliffWalking-v1", "gymnasium/Blackjack-v1"}
