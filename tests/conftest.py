@@ -133,16 +133,19 @@ def docker_with_images() -> Iterator[Any]:
 def backend(request: pytest.FixtureRequest) -> str:
     """Each sandbox backend in turn, skipped with the reason where its prerequisites are missing (the Docker
     engine comes from the module's ``docker_engine``)."""
-    if request.param == "docker":
-        request.getfixturevalue("docker_engine")
-    else:
-        from agentgym.sandboxes import SandboxUnavailable, backend_module
-
-        try:
-            backend_module("local").check()
-        except SandboxUnavailable as exc:
-            pytest.skip(str(exc))
+    request.getfixturevalue("docker_engine" if request.param == "docker" else "local")
     return request.param
+
+
+@pytest.fixture(scope="module")
+def local() -> None:
+    """Skips, naming the reason, where the ``local`` sandbox backend cannot run (no bubblewrap, not root)."""
+    from agentgym.sandboxes import SandboxUnavailable, backend_module
+
+    try:
+        backend_module("local").check()
+    except SandboxUnavailable as exc:
+        pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="module")

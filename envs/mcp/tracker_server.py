@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -68,40 +69,50 @@ def get_issue(issue_id: int) -> str:
     return f"{_line(issue)}\n{issue['body']}\nComments:{comments}"
 
 
+def _update(issue_id: int, change: Callable[[dict], str]) -> str:
+    """Apply ``change`` to the issue (it raises ToolError to refuse), save the tracker, and say what it did."""
+    issues = _load()
+    done = change(_find(issues, issue_id))
+    _save(issues)
+    return done
+
+
 @app.tool()
 def close_issue(issue_id: int, comment: str = "") -> str:
     """Close an open issue, with an optional comment."""
-    issues = _load()
-    issue = _find(issues, issue_id)
-    if issue["state"] == "closed":
-        raise ToolError(f"issue #{issue_id} is already closed")
-    issue["state"] = "closed"
-    if comment:
-        issue["comments"].append(comment)
-    _save(issues)
-    return f"Closed #{issue_id}."
+
+    def close(issue: dict) -> str:
+        if issue["state"] == "closed":
+            raise ToolError(f"issue #{issue_id} is already closed")
+        issue["state"] = "closed"
+        issue["comments"] += [comment] if comment else []
+        return f"Closed #{issue_id}."
+
+    return _update(issue_id, close)
 
 
 @app.tool()
 def add_label(issue_id: int, label: str) -> str:
     """Add a label to an issue."""
-    issues = _load()
-    issue = _find(issues, issue_id)
-    if label in issue["labels"]:
-        raise ToolError(f"issue #{issue_id} already has the label {label!r}")
-    issue["labels"].append(label)
-    _save(issues)
-    return f"Labelled #{issue_id} {label!r}."
+
+    def label_it(issue: dict) -> str:
+        if label in issue["labels"]:
+            raise ToolError(f"issue #{issue_id} already has the label {label!r}")
+        issue["labels"].append(label)
+        return f"Labelled #{issue_id} {label!r}."
+
+    return _update(issue_id, label_it)
 
 
 @app.tool()
 def assign(issue_id: int, user: str) -> str:
     """Make a user the assignee of an issue (replacing any other)."""
-    issues = _load()
-    issue = _find(issues, issue_id)
-    issue["assignee"] = user
-    _save(issues)
-    return f"Assigned #{issue_id} to {user}."
+
+    def assign_it(issue: dict) -> str:
+        issue["assignee"] = user
+        return f"Assigned #{issue_id} to {user}."
+
+    return _update(issue_id, assign_it)
 
 
 @app.resource("tracker://state")

@@ -19,7 +19,7 @@ from agentgym.envs.tools import python_sandbox, sandbox_io, shell
 from agentgym.envs.tools.python_sandbox import PythonSandboxEnv, answers_match
 from agentgym.envs.tools.sandbox_io import OUTPUT_CHARS, describe
 from agentgym.envs.tools.shell import ShellEnv, Snapshot
-from agentgym.sandboxes import ExecResult, SandboxError, SandboxUnavailable, backend_module
+from agentgym.sandboxes import ExecResult, SandboxError, backend_module
 
 DIFFICULTIES = ("easy", "medium", "hard")
 HOST_PYTHON = "/usr/bin/python3"
@@ -143,14 +143,6 @@ def _targets(instruction: str) -> list[tuple[str, str, str]]:
 
 
 # -- episodes in local sandboxes --------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def local() -> None:
-    try:
-        backend_module("local").check()
-    except SandboxUnavailable as exc:
-        pytest.skip(str(exc))
-
 
 def _episode(env: agentgym.Env, seed: int, difficulty: str) -> tuple[float, dict]:
     env.reset(seed=seed, options={"difficulty": difficulty})

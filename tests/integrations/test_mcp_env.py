@@ -35,16 +35,6 @@ def counter_env(**kwargs) -> McpEnv:
                   backend="local", **kwargs)
 
 
-@pytest.fixture(scope="module")
-def local() -> None:
-    from agentgym.sandboxes import SandboxUnavailable, backend_module
-
-    try:
-        backend_module("local").check()
-    except SandboxUnavailable as exc:
-        pytest.skip(str(exc))
-
-
 def _play_oracle(env: agentgym.Env, seed: int, difficulty: str) -> tuple[float, dict]:
     env.reset(seed=seed, options={"difficulty": difficulty})
     total, over, info = 0.0, False, {}
