@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 import agentgym
 from agentgym import OraclePolicy, RandomPolicy, TaskSet
 from agentgym.registration import ADAPTED
+from agentgym.sandboxes import SandboxUnavailable
+from agentgym.sandboxes.env import choose_backend
 from tests.conftest import docker_with_images
 
 SPECS = [s for s in agentgym.list_envs() if s.entry_point.startswith("agentgym.envs.") and ADAPTED not in s.tags]
@@ -88,9 +90,16 @@ def _fuzz_params() -> list[object]:
 @pytest.fixture(autouse=True)
 def prerequisites(request: pytest.FixtureRequest) -> Iterator[None]:
     """A Docker engine with the desktop image for an environment on a desktop, for that test only (the
-    sandboxed tool environments here pick their backend as they would without it)."""
+    sandboxed tool environments here pick their backend as they would without it); an MCP environment
+    skips, naming why, where no backend can run its server."""
     callspec = getattr(request.node, "callspec", None)
-    if callspec is None or callspec.params.get("env_id") not in ON_DESKTOP:
+    env_id = callspec.params.get("env_id") if callspec is not None else None
+    if env_id in SERVED_BY_MCP:
+        try:
+            choose_backend("auto", agentgym.spec(env_id).load().server.spec)
+        except SandboxUnavailable as exc:
+            pytest.skip(str(exc))
+    if env_id not in ON_DESKTOP:
         yield
         return
     with docker_with_images():
