@@ -281,13 +281,29 @@ def _check_mountable(path: Path) -> None:
 
 def _kill_namespace(proc: asyncio.subprocess.Process) -> None:
     """SIGKILL the first process of a command's pid namespace (the kernel then kills the rest of it), then
-    the outer ``bwrap``: killing only the latter would leave the command running."""
+    the outer ``bwrap``: killing only the latter would leave the command running. The outer ``bwrap`` is
+    stopped first, so that it cannot start the namespace between the look for its children and its kill."""
     if proc.returncode is None:
-        for pid in _children(proc.pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGSTOP)
+            _wait_stopped(proc.pid)
+            for pid in _children(proc.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
             proc.kill()
+
+
+def _wait_stopped(pid: int, timeout: float = 1.0) -> None:
+    """Return once ``pid`` is stopped or gone (a signal takes effect when the process next runs)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            return
+        if state in "tTZX":
+            return
+        time.sleep(0.0005)
 
 
 def _children(pid: int) -> list[int]:
