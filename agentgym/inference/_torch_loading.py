@@ -14,6 +14,8 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
+from agentgym.inference._gqa_attention import use_on_cpu
+
 
 def load_model(
     model: str | Path | PreTrainedModel,
@@ -21,7 +23,8 @@ def load_model(
     device: str | torch.device,
     dtype: str | torch.dtype | None,
 ) -> tuple[PreTrainedModel, Any]:
-    """The model on its device and dtype, and its tokenizer, from local files only."""
+    """The model on its device and dtype, and its tokenizer, from local files only. On the CPU, grouped-query
+    attention is left to torch's kernel (:mod:`agentgym.inference._gqa_attention`)."""
     if isinstance(dtype, str):
         if not isinstance(getattr(torch, dtype, None), torch.dtype):
             raise ValueError(f"dtype {dtype!r} is not a torch dtype; use e.g. 'float32' or 'bfloat16'")
@@ -45,6 +48,7 @@ def load_model(
         with quiet_progress_bars():
             model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, local_files_only=True)
         model = model.to(target)
+    use_on_cpu(model)
     if tokenizer is None or isinstance(tokenizer, str | Path):
         folder = Path(tokenizer) if tokenizer is not None else source
         if folder is None or not folder.is_dir():
