@@ -74,11 +74,13 @@ def demonstration_rows(
     *,
     env_kwargs: dict[str, Any] | None = None,
     successful_only: bool = True,
+    noise: float = 0.0,
     concurrency: int = 16,
 ) -> list[Row]:
-    """Play the oracle on ``tasks``; one ``{"input_ids", "assistant_masks"}`` row per kept episode (in
-    finishing order): the chat-template tokens, and 1 on the agent's tokens. Errored episodes are left out."""
-    policy = DemonstrationPolicy(get_policy("oracle"), tokenizer)
+    """Play the oracle on ``tasks`` (a ``noise`` share of turns random, see :class:`DemonstrationPolicy`); one
+    ``{"input_ids", "assistant_masks"}`` row per kept episode (in finishing order): the chat-template tokens,
+    and 1 on the agent's tokens to learn. Errored episodes are left out."""
+    policy = DemonstrationPolicy(get_policy("oracle"), tokenizer, noise=noise)
     rows = []
     for trajectory in iterate_rollouts(
         env_id, policy, tasks, RolloutConfig(concurrency=concurrency), env_kwargs=env_kwargs
@@ -198,6 +200,7 @@ def _collect(data: SFTData, tokenizer: Any, console: Console) -> list[Row]:
         tasks,
         env_kwargs=data.env_kwargs,
         successful_only=data.successful_only,
+        noise=data.noise,
         concurrency=data.concurrency,
     )
     if not rows:

@@ -35,6 +35,9 @@ class SFTData(Config):
     """The first train-split seed; episodes use consecutive seeds from here."""
     successful_only: bool = True
     """Keep only the episodes the oracle solved."""
+    noise: float = Field(0.0, ge=0, lt=1)
+    """Share of turns that play a random action instead of the oracle's, left out of the loss: the
+    demonstrations then show recoveries from mistakes (DART)."""
     concurrency: int = Field(16, ge=1)
     """Episodes played at once while collecting."""
 

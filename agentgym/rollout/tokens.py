@@ -42,10 +42,11 @@ class TokenRecord:
         self.prompt_lengths.append(len(self.token_ids))
         return list(self.token_ids)
 
-    def respond(self, ids: list[int], logprobs: list[float] | None = None, versions: list[int] | None = None) -> str:
+    def respond(self, ids: list[int], logprobs: list[float] | None = None, versions: list[int] | None = None,
+                *, learn: bool = True) -> str:
         """Append the agent's response ids (a model's, with their logprobs and versions, or a
-        demonstration's without); the agent's text."""
-        self._extend(ids, logprobs or [0.0] * len(ids), versions or [-1] * len(ids), agent=True)
+        demonstration's without; ``learn=False`` leaves them out of the loss); the agent's text."""
+        self._extend(ids, logprobs or [0.0] * len(ids), versions or [-1] * len(ids), agent=learn)
         self._close = self.renderer.close_ids(ids)
         return self.renderer.response_text(ids)
 

@@ -36,3 +36,29 @@ def test_oracle_demonstrations_are_token_exact_conversations(tiny_model_dir, env
         assert [tokenizer.decode(s[:-1]) for s in spans] == [t.action for t in trajectory.turns]
         assert all(s[-1] == eos for s in spans)
         assert set(trajectory.versions[i] for i in agent) == {-1}
+
+
+
+def test_noisy_demonstrations_learn_only_the_oracle_recovering_from_random_moves(tiny_model_dir):
+    """With ``noise``, some turns are random moves left out of the loss; every turn that is learnt is the
+    oracle's move from the state the episode (its mistakes included) had reached."""
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    env_id, kwargs = "games/Sokoban-v0", {"describe": True}
+    tasks = TaskSet.generate(env_id, 8, split="train", difficulties=["easy"])
+    policy = DemonstrationPolicy(OraclePolicy(), tokenizer, noise=0.3)
+    result = asyncio.run(evaluate(env_id, policy, tasks, concurrency=4, env_kwargs=kwargs))
+    learnt_moves, random_moves = 0, 0
+    for task, trajectory in zip(tasks, result.trajectories, strict=True):
+        env = make(env_id, **kwargs)
+        env.reset(**task.reset_kwargs())
+        for turn, start in zip(trajectory.turns, trajectory.info["prompt_lengths"], strict=True):
+            if trajectory.loss_mask[start]:
+                assert turn.action == env.oracle_action()
+                learnt_moves += 1
+            else:
+                random_moves += turn.action != env.oracle_action()
+            env.step(turn.action)
+        env.close()
+    assert learnt_moves >= 40 and random_moves >= 5
+    with pytest.raises(ValueError, match="noise"):
+        DemonstrationPolicy(OraclePolicy(), tokenizer, noise=1.0)
