@@ -49,16 +49,19 @@ note of what you did. The episode then ends and your work is checked."""
 @dataclass(frozen=True)
 class McpServer:
     """How to start an MCP server on stdio in a sandbox: its argv, environment and working directory, the
-    sandbox it needs (image, limits, read-only mounts), and how long it may take to start or to answer."""
+    sandbox it needs (image, limits, read-only mounts), how long it may take to answer a request (``timeout``)
+    and to start, its imports and the MCP handshake included (``start_timeout``)."""
 
     command: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: str | None = None
     spec: SandboxSpec = field(default_factory=SandboxSpec)
     timeout: float = 30.0
+    start_timeout: float = 60.0
 
 
-def python_server(script: str | Path, *args: str, spec: SandboxSpec | None = None, timeout: float = 30.0) -> McpServer:
+def python_server(script: str | Path, *args: str, spec: SandboxSpec | None = None, timeout: float = 30.0,
+                  start_timeout: float = 60.0) -> McpServer:
     """A server written in Python with the ``mcp`` SDK, run by the sandbox's ``python3`` from ``script``:
     the script's folder and this interpreter's packages are mounted read-only, so the sandbox needs only a
     Python of the same minor version (the ``agentgym/python`` image, or the host's for ``local``)."""
@@ -70,7 +73,7 @@ def python_server(script: str | Path, *args: str, spec: SandboxSpec | None = Non
     mounts = {**base.mounts, str(script.parent): SERVER_DIR, **dict(zip(sorted(packages), inside))}
     return McpServer(command=("python3", f"{SERVER_DIR}/{script.name}", *args),
                      env={"PYTHONPATH": ":".join(inside), "PYTHONDONTWRITEBYTECODE": "1"},
-                     spec=base.model_copy(update={"mounts": mounts}), timeout=timeout)
+                     spec=base.model_copy(update={"mounts": mounts}), timeout=timeout, start_timeout=start_timeout)
 
 
 @dataclass
@@ -162,7 +165,7 @@ class McpEnv(SandboxEnv):
         for path, text in self.task.files.items():
             await sandbox.write_file(path, text)
         process = await sandbox.spawn(list(self.server.command), env=dict(self.server.env), cwd=self.server.cwd)
-        self.client = await McpClient.start(process, timeout=self.server.timeout)
+        self.client = await McpClient.start(process, self.server)
         instructions = f" {self.instructions.strip()}" if self.instructions else ""
         system = SYSTEM_PROMPT.format(name=self.server_name, instructions=instructions, submit=SUBMIT)
         return [Message(role="system", content=system), Message(role="user", content=self.task.prompt)]
@@ -236,7 +239,7 @@ async def _list_tools(server: McpServer, backend: str) -> _Listing:
     """Start ``server`` in a sandbox of its own, list what it offers, and stop it."""
     async with await backend_module(backend).create(server.spec) as sandbox:
         process = await sandbox.spawn(list(server.command), env=dict(server.env), cwd=server.cwd)
-        client = await McpClient.start(process, timeout=server.timeout)
+        client = await McpClient.start(process, server)
         try:
             tools = await client.list_tools()
         finally:
@@ -258,7 +261,7 @@ def _run_apart(coroutine: Callable[[], Awaitable[_Listing]]) -> _Listing:
 
 def _server_from_mapping(config: Mapping[str, Any]) -> McpServer:
     """An :class:`McpServer` from plain values (a registration's kwargs): ``script`` (with ``args``) for
-    :func:`python_server`, else ``command``, ``env``, ``cwd``, ``spec`` and ``timeout``."""
+    :func:`python_server`, else ``command``, ``env``, ``cwd``, ``spec``, ``timeout`` and ``start_timeout``."""
     config = dict(config)
     spec = SandboxSpec(**config.pop("spec")) if "spec" in config else None
     if "script" in config:
