@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -21,9 +21,6 @@ from mcp.shared.message import SessionMessage
 
 from agentgym.errors import AgentGymError
 from agentgym.sandboxes.process import SandboxProcess
-
-if TYPE_CHECKING:
-    from agentgym.integrations.mcp_env import McpServer
 
 MAX_LINE = 16 * 1024 * 1024
 """The longest message a server may send (one line of JSON-RPC); past it the connection fails."""
@@ -95,18 +92,18 @@ class McpClient:
         self._task: asyncio.Task[None] | None = None
 
     @classmethod
-    async def start(cls, process: SandboxProcess, server: McpServer) -> McpClient:
-        """Connect to ``server`` running as ``process`` and initialize the session within its
-        ``start_timeout``; its requests then get ``timeout`` each."""
-        client = cls(process, timeout=server.timeout)
+    async def start(cls, process: SandboxProcess, *, timeout: float, start_timeout: float) -> McpClient:
+        """Connect to the server of ``process`` and initialize the session within ``start_timeout`` seconds;
+        its requests then get ``timeout`` each."""
+        client = cls(process, timeout=timeout)
         client._task = asyncio.create_task(client._hold(), name="mcp-session")
         try:
-            async with asyncio.timeout(server.start_timeout):
+            async with asyncio.timeout(start_timeout):
                 await asyncio.shield(client._ready)
         except BaseException as exc:
             await client.close()
             if isinstance(exc, TimeoutError):
-                raise client._failure(f"did not finish starting within {server.start_timeout:g} s") from None
+                raise client._failure(f"did not finish starting within {start_timeout:g} s") from None
             raise
         return client
 

@@ -165,7 +165,8 @@ class McpEnv(SandboxEnv):
         for path, text in self.task.files.items():
             await sandbox.write_file(path, text)
         process = await sandbox.spawn(list(self.server.command), env=dict(self.server.env), cwd=self.server.cwd)
-        self.client = await McpClient.start(process, self.server)
+        self.client = await McpClient.start(process, timeout=self.server.timeout,
+                                          start_timeout=self.server.start_timeout)
         instructions = f" {self.instructions.strip()}" if self.instructions else ""
         system = SYSTEM_PROMPT.format(name=self.server_name, instructions=instructions, submit=SUBMIT)
         return [Message(role="system", content=system), Message(role="user", content=self.task.prompt)]
@@ -239,7 +240,7 @@ async def _list_tools(server: McpServer, backend: str) -> _Listing:
     """Start ``server`` in a sandbox of its own, list what it offers, and stop it."""
     async with await backend_module(backend).create(server.spec) as sandbox:
         process = await sandbox.spawn(list(server.command), env=dict(server.env), cwd=server.cwd)
-        client = await McpClient.start(process, server)
+        client = await McpClient.start(process, timeout=server.timeout, start_timeout=server.start_timeout)
         try:
             tools = await client.list_tools()
         finally:
