@@ -105,7 +105,10 @@ def test_a_tag_changes_with_the_bytes_of_its_definition_and_of_what_it_is_built_
 def test_expose_reaches_a_server_inside_a_networked_sandbox(opened):
     sandbox = opened(network=True)
     run(sandbox.write_file("hello.txt", "hello from inside"))
-    run(sandbox.exec("setsid -f python3 -m http.server 8000 >server.log 2>&1", timeout=10))
+    # the command returns once the server is up: by then it has left the command's process group, which the
+    # exec server kills when the command ends (right after `setsid -f` forks, the child has not left it yet)
+    run(sandbox.exec("setsid -f python3 -u -m http.server 8000 >server.log 2>&1;"
+                     " for _ in $(seq 300); do grep -q Serving server.log && break; sleep 0.1; done", timeout=60))
     address = run(sandbox.expose(8000))
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     deadline = time.monotonic() + 60  # a cold Python in a fresh container on two busy cores takes its time
