@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import json
 import keyword
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,10 @@ from agentgym.tools import ToolSpec
 
 MAX_CALLS = 16
 """At most this many calls are read from one message; the rest are reported as errors."""
+MAX_DEPTH = 32
+"""Arguments nested deeper than this (lists and objects inside each other) are refused: no tool takes such
+values, and the code that validates, sends and stores them would run out of recursion on deep ones."""
+LITERALS = 'literal values such as 3, 2.5, "text", true, null, [1, 2] or {"k": 1}'
 
 
 @dataclass
@@ -146,21 +151,23 @@ class PythonicParser:
 
     @staticmethod
     def _to_call(node: ast.Call, name: str, spec: ToolSpec | None, call_id: str) -> ToolCall | str:
-        """The call with literal arguments, or why it is not one."""
+        """The call with JSON-valued arguments, or why it is not one."""
         arguments: dict[str, Any] = {}
         try:
             if node.args:
                 params = spec.parameter_names if spec else []
                 if len(node.args) > len(params):
                     return f"{name}: too many positional arguments; name them, e.g. {name}(key=value)"
-                arguments.update(zip(params, (ast.literal_eval(arg) for arg in node.args)))
+                arguments.update(zip(params, (_json_literal(arg) for arg in node.args)))
             for keyword in node.keywords:
                 if keyword.arg is None:
                     return f"{name}: **kwargs are not allowed; name each argument"
-                arguments[keyword.arg] = ast.literal_eval(keyword.value)
-        except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
-            return f"{name}: arguments must be literal values such as 3, 2.5, \"text\", [1, 2] or {{\"k\": 1}}"
-        return ToolCall(id=call_id, name=name, arguments=arguments)
+                arguments[keyword.arg] = _json_literal(keyword.value)
+        except (ValueError, RecursionError) as exc:
+            reason = str(exc) if isinstance(exc, ValueError) else "they are nested too deep"
+            return f"{name}: arguments must be {LITERALS}: {reason}"
+        problem = _argument_problem(arguments)
+        return f"{name} {problem}" if problem else ToolCall(id=call_id, name=name, arguments=arguments)
 
 
 PARSERS: dict[str, type[ToolCallParser]] = {"hermes": HermesParser, "pythonic": PythonicParser}
@@ -186,11 +193,46 @@ def _call_from_payload(payload: Any, call_id: str) -> ToolCall | str:
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return f'({name}) has "arguments" that are not a JSON object'
     if not isinstance(arguments, dict):
         return f'({name}) has "arguments" that are not a JSON object'
+    problem = _argument_problem(arguments)
+    if problem is not None:
+        return f"({name}) {problem}"
     return ToolCall(id=call_id, name=name, arguments=arguments)
+
+
+def _argument_problem(arguments: dict[str, Any]) -> str | None:
+    """Why decoded ``arguments`` cannot go to a tool (nested too deep, a number JSON cannot hold), or None."""
+    stack: list[tuple[Any, int]] = [(arguments, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"has a number that is not finite ({value}); {LITERALS} only"
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        if children and depth >= MAX_DEPTH:
+            return f"has arguments nested more than {MAX_DEPTH} levels deep"
+        stack.extend((child, depth + 1) for child in children)
+    return None
+
+
+def _json_literal(node: ast.expr) -> Any:
+    """The JSON value a Python literal stands for (a tuple reads as a list); ``ValueError`` naming what is
+    not one: a name, a call, bytes, a set, ``...``, a complex number, an object key that is not a string."""
+    match node:
+        case ast.Constant(value=value) if value is None or isinstance(value, (str, int, float)):
+            return value
+        case ast.UnaryOp(op=ast.USub() | ast.UAdd() as sign, operand=ast.Constant(value=int() | float() as value)):
+            if not isinstance(value, bool):
+                return -value if isinstance(sign, ast.USub) else value
+        case ast.List(elts=items) | ast.Tuple(elts=items):
+            return [_json_literal(item) for item in items]
+        case ast.Dict(keys=keys, values=values):
+            if all(isinstance(key, ast.Constant) and isinstance(key.value, str) for key in keys):
+                return {key.value: _json_literal(value) for key, value in zip(keys, values)}  # type: ignore[union-attr]
+            raise ValueError('object keys must be strings, e.g. {"k": 1}')
+    raise ValueError(f"{ast.unparse(node)[:40]} is not a JSON value")
 
 
 def _remove_spans(text: str, spans: list[tuple[int, int]]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import keyword
 from typing import Literal
 
@@ -10,6 +11,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from agentgym import HermesParser, PythonicParser, ToolCall, ToolSpec, get_parser
+from agentgym.parsers import MAX_DEPTH
 
 names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,20}", fullmatch=True)
 json_values = st.recursive(
@@ -88,3 +90,66 @@ def test_parser_lookup():
     assert get_parser("hermes").name == "hermes"
     with pytest.raises(ValueError, match="choose one of: hermes, pythonic"):
         get_parser("xml")
+
+
+def _nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize("depth", [40, 900, 10_000])
+def test_hermes_refuses_deeply_nested_arguments_in_the_string_and_the_object(depth):
+    """Arguments as a JSON object or as a string of JSON (as OpenAI sends them), nested past the limit and
+    past Python's recursion limit, are an error the agent reads, never an exception."""
+    arguments = '{"direction": ' + _nested(depth) + "}"
+    for encoded in (arguments, json.dumps(arguments)):
+        result = HermesParser().parse('<tool_call>{"name": "move", "arguments": ' + encoded + "}</tool_call>")
+        assert result.calls == [] and len(result.errors) == 1
+
+
+def test_arguments_nested_to_the_limit_are_read():
+    direction = json.loads(_nested(MAX_DEPTH - 1))
+    call = HermesParser().parse(HermesParser().format([ToolCall(id="x", name="move", arguments={"d": direction})]))
+    assert call.errors == [] and call.calls[0].arguments == {"d": direction}
+    too_deep = HermesParser().parse('<tool_call>{"name": "m", "arguments": {"d": ' + _nested(MAX_DEPTH) + "}}</tool_call>")
+    assert f"more than {MAX_DEPTH} levels" in too_deep.errors[0]
+
+
+@pytest.mark.parametrize(
+    "argument, reason",
+    [("...", "not a JSON value"), ("b'x'", "not a JSON value"), ("{1, 2}", "not a JSON value"),
+     ("1j", "not a JSON value"), ("1 + 2j", "not a JSON value"), ("{1: 2}", "keys must be strings"), ("1e999", "not finite"),
+     ("-1e999", "not finite"), ("[[[[1]]]]", None), ("(1, 'a')", None), ("-3", None), ("{'k': None}", None)],
+)
+def test_pythonic_takes_only_json_values(argument, reason):
+    result = PythonicParser().parse(f"move(x={argument})", [MOVE])
+    if reason is None:
+        assert result.errors == [] and json.loads(json.dumps(result.calls[0].arguments, allow_nan=False))
+    else:
+        assert result.calls == [] and reason in result.errors[0] and "literal values" in result.errors[0]
+
+
+@pytest.mark.parametrize("text", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_hermes_refuses_numbers_json_cannot_hold(text):
+    for arguments in ('{"x": ' + text + "}", json.dumps('{"x": ' + text + "}")):
+        result = HermesParser().parse('<tool_call>{"name": "move", "arguments": ' + arguments + "}</tool_call>")
+        assert result.calls == [] and "not finite" in result.errors[0]
+
+
+json_literals = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10) | st.binary(max_size=4)
+    | st.complex_numbers() | st.just(...) | st.sets(st.integers(), min_size=1, max_size=3),
+    lambda children: st.lists(children, max_size=3) | st.tuples(children, children)
+    | st.dictionaries(st.text(max_size=4) | st.integers(), children, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(value=json_literals)
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+def test_pythonic_arguments_are_always_json(value):
+    """Whatever literal a model writes, a read call's arguments survive strict JSON: tools never see bytes,
+    sets, ``...``, complex or infinite numbers."""
+    result = PythonicParser().parse(f"move(x={value!r})", [MOVE])
+    for call in result.calls:
+        json.dumps(call.arguments, allow_nan=False)
+    assert len(result.calls) + len(result.errors) == 1
