@@ -28,6 +28,7 @@ MAX_CALLS = 16
 MAX_DEPTH = 32
 """Arguments nested deeper than this (lists and objects inside each other) are refused: no tool takes such
 values, and the code that validates, sends and stores them would run out of recursion on deep ones."""
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 LITERALS = 'literal values such as 3, 2.5, "text", true, null, [1, 2] or {"k": 1}'
 
 
@@ -204,12 +205,16 @@ def _call_from_payload(payload: Any, call_id: str) -> ToolCall | str:
 
 
 def _argument_problem(arguments: dict[str, Any]) -> str | None:
-    """Why decoded ``arguments`` cannot go to a tool (nested too deep, a number JSON cannot hold), or None."""
+    """Why decoded ``arguments`` cannot go to a tool (nested too deep, a number JSON cannot hold, a string that
+    is not text), or None."""
     stack: list[tuple[Any, int]] = [(arguments, 1)]
     while stack:
         value, depth = stack.pop()
         if isinstance(value, float) and not math.isfinite(value):
             return f"has a number that is not finite ({value}); {LITERALS} only"
+        strings = [*value, *value.values()] if isinstance(value, dict) else [value]
+        if any(isinstance(text, str) and _LONE_SURROGATE.search(text) for text in strings):
+            return "has a string with a lone surrogate (an unpaired \\ud800-\\udfff escape), which is not text"
         children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
         if children and depth >= MAX_DEPTH:
             return f"has arguments nested more than {MAX_DEPTH} levels deep"

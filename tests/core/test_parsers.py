@@ -153,3 +153,21 @@ def test_pythonic_arguments_are_always_json(value):
     for call in result.calls:
         json.dumps(call.arguments, allow_nan=False)
     assert len(result.calls) + len(result.errors) == 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [r'<tool_call>{"name": "move", "arguments": {"x": "a\ud800b"}}</tool_call>',
+     r'<tool_call>{"name": "move", "arguments": "{\"x\": [\"\\udfff\"]}"}</tool_call>',
+     r'<tool_call>{"name": "move", "arguments": {"\ud800": 1}}</tool_call>',
+     r'move(x="a\ud800b")', r"move(x={'\udfff': 1})"],
+)
+def test_strings_with_a_lone_surrogate_are_refused(text):
+    """A JSON or Python escape can spell half a character, which no tool can encode (a browser, a subprocess)."""
+    result = get_parser("hermes" if text.startswith("<") else "pythonic").parse(text, [MOVE])
+    assert result.calls == [] and "lone surrogate" in result.errors[0]
+
+
+def test_nul_bytes_are_text():
+    result = HermesParser().parse(HermesParser().format([ToolCall(id="x", name="move", arguments={"x": "a\x00b"})]))
+    assert result.calls[0].arguments == {"x": "a\x00b"}
