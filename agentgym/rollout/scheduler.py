@@ -16,7 +16,7 @@ import asyncio
 import itertools
 import time
 from collections.abc import Callable, Iterable
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -178,10 +178,11 @@ class RolloutScheduler:
             if self._running < self.config.concurrency and self._admissible():
                 return True
             self._changed.clear()
-            try:
-                await asyncio.wait_for(self._changed.wait(), timeout=0.05)  # versions change outside
-            except TimeoutError:
-                pass
+            # versions change outside, so poll; asyncio.timeout, unlike wait_for on Python 3.11, never swallows
+            # a cancellation that arrives as the event is set (the task group's, when an attempt fails)
+            with suppress(TimeoutError):
+                async with asyncio.timeout(0.05):
+                    await self._changed.wait()
         return False
 
     def _admissible(self) -> bool:

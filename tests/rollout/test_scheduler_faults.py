@@ -4,8 +4,10 @@ lose or misfile a trajectory, or hold up the other episodes."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
+import warnings
 from typing import Any
 
 import pytest
@@ -300,3 +302,27 @@ def test_members_kept_by_a_failed_group_do_not_use_up_the_staleness_budget(regis
     asyncio.run(asyncio.wait_for(main(), timeout=30))
     m = scheduler.metrics
     assert (m.groups_complete, m.groups_failed, weights.version) == (2, 1, 2)
+
+
+def test_a_failing_group_callback_stops_the_rollout_with_its_error_and_starts_nothing_more(registered_counter):
+    """The attempt whose close raises wakes the scheduler as the task group cancels it; the scheduler once took
+    the wake-up for room to start another attempt (``asyncio.wait_for`` swallowed the cancellation), which the
+    shutting-down group refused, leaving an attempt coroutine that was never awaited."""
+    tasks = TaskSet.generate(ENV_ID, 6)
+
+    def broken(result: Any) -> None:
+        raise ValueError("the caller's group handler broke")
+
+    scheduler = RolloutScheduler(ENV_ID, OraclePolicy(), RolloutConfig(concurrency=1, group_size=1), on_group=broken)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(ExceptionGroup) as raised:
+            asyncio.run(asyncio.wait_for(delivered(scheduler, tasks), timeout=30))
+        gc.collect()
+    assert [str(e) for e in _leaves(raised.value)] == ["the caller's group handler broke"]
+    assert not [w for w in caught if "never awaited" in str(w.message)]
+    assert scheduler.metrics.started == 1
+
+
+def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
+    return [leaf for e in group.exceptions for leaf in (_leaves(e) if isinstance(e, BaseExceptionGroup) else [e])]
