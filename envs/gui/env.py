@@ -22,6 +22,8 @@ from agentgym.tools import tool
 
 TYPE_LIMIT = 2_000
 """The most characters one ``type`` call may enter."""
+UNTYPABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
+"""Control characters no key types (line breaks and tabs are typed as Enter and Tab)."""
 SCROLL_LIMIT = 5_000
 """The most pixels one ``scroll`` call may move in each direction."""
 
@@ -168,6 +170,8 @@ class GuiEnv(Env):
         """
         if len(text) > TYPE_LIMIT:
             raise ToolError(f"type takes at most {TYPE_LIMIT} characters at once, got {len(text)}")
+        if (control := UNTYPABLE.search(text)) is not None:
+            raise ToolError(f"type cannot type the control character {control.group()!r}; use key for special keys")
         await self.screen.type(text)
         return await self.observe()
 

@@ -174,6 +174,25 @@ def test_screenshots_are_pngs_of_the_configured_size_showing_the_application(doc
 
 
 @pytest.mark.docker
+def test_text_no_key_can_type_is_an_error_observation_on_the_desktop(docker_engine):
+    """A NUL byte once reached xdotool's argv and broke the desktop helper (an infrastructure error)."""
+    from tests.envs.gui.test_gui_env import UNTYPABLE_TEXTS
+
+    env = agentgym.make("gui/DesktopAddLines-v0")
+    try:
+        env.reset(seed=0)
+        for text in UNTYPABLE_TEXTS:
+            messages, _, terminated, _, info = env.step(env.format_call("type", text=text))
+            assert "cannot type the control character" in messages[-1].text and not terminated
+        messages, _, terminated, _, info = env.step('<tool_call>{"name": "type", "arguments": {"text": "\\udfff"}}</tool_call>')
+        assert "lone surrogate" in messages[-1].text and not terminated
+        messages, _, _, _, info = env.step(env.format_call("type", text="typed"))
+        assert info["action_error"] is None
+    finally:
+        env.close()
+
+
+@pytest.mark.docker
 def test_the_same_seed_and_actions_give_the_same_screens(docker_engine):
     env = DesktopEnv(task="RenameFiles")
     try:

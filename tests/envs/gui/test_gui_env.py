@@ -130,6 +130,30 @@ def test_bad_key_combinations_are_error_observations(loop):
     loop.run(scenario())
 
 
+UNTYPABLE_TEXTS = ("a\x00b", "\x1b[2J", "bell\x07")
+"""Text with control characters that no key types: ``type`` refuses it with an error the agent reads."""
+
+
+def test_text_no_key_can_type_is_an_error_observation(loop):
+    async def scenario() -> None:
+        env = WidgetEnv(task="EnterText")
+        try:
+            await _started(env)
+            for text in UNTYPABLE_TEXTS:
+                messages, _, terminated, _, info = await env.astep(env.format_call("type", text=text))
+                assert "cannot type the control character" in messages[-1].text and info["action_error"]
+                assert not terminated
+            surrogate = '<tool_call>{"name": "type", "arguments": {"text": "a\\ud800"}}</tool_call>'
+            messages, _, terminated, _, info = await env.astep(surrogate)
+            assert "lone surrogate" in messages[-1].text and not terminated
+            messages, _, _, _, info = await env.astep(env.format_call("type", text="line\tone\nline two"))
+            assert info["action_error"] is None
+        finally:
+            await env.aclose()
+
+    loop.run(scenario())
+
+
 def test_the_screenshot_is_a_real_png_of_the_screen_size(loop):
     from PIL import Image
 
