@@ -45,6 +45,10 @@ class SandboxSpec(Config):
     """Whether the sandbox may reach any network; off by default."""
     workdir: str = "/work"
     """The writable working directory (everything else is read-only)."""
+    disk_mb: int | None = Field(1024, ge=16)
+    """MiB the work dir and ``/tmp`` hold together, ``None`` for no limit; past it a write fails with ENOSPC.
+    The ``local`` backend enforces it; where it cannot, a value set here is refused and the default is dropped
+    with a warning."""
     output_limit: int = Field(1 * MiB, ge=1024)
     """Bytes kept of each of stdout and stderr per command; the rest is discarded as it arrives."""
     file_limit: int = Field(16 * MiB, ge=1024)
@@ -104,6 +108,7 @@ _FILE_ERRORS: dict[str, type[OSError]] = {
     "NotADirectoryError": NotADirectoryError,
     "PermissionError": PermissionError,
     "FileExistsError": FileExistsError,
+    "OSError": OSError,  # any other refusal, such as ENOSPC past ``disk_mb``
 }
 _READ = """
 import base64, os, sys
@@ -186,7 +191,8 @@ class Sandbox(abc.ABC):
 
     async def write_file(self, path: str, content: str | bytes) -> None:
         """Write ``content`` to ``path`` (relative to the work dir), creating parent directories. Raises
-        ``PermissionError`` outside writable places and ``IsADirectoryError`` over a directory."""
+        ``PermissionError`` outside writable places, ``IsADirectoryError`` over a directory and ``OSError``
+        when the disk is full (past ``spec.disk_mb``)."""
         result = await self._run(["python3", "-c", _WRITE, self._path(path)], timeout=60, stdin=content,
                                  limit=64 * 1024)
         self._raise_file_error(result, path)

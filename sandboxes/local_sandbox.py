@@ -3,11 +3,16 @@
 A sandbox is a private host work dir and ``/tmp`` plus limits. Every command is one ``bwrap`` process in
 fresh user, pid, ipc, uts, cgroup and network namespaces that sees a read-only ``/usr``, a handful of ``/etc``
 files, its own ``/proc`` and ``/dev``, ``/tmp`` and the work dir, as uid 1000 with no capabilities. The
-command's pid namespace ends with it, so nothing it started outlives it. On the host each sandbox runs under
-a uid of its own (``HOST_UID_BASE`` + its id), never root: root mapped into a user namespace could still
-write ``/proc/sys``. Memory and processes are limited by an ``agentgym-<id>`` cgroup (v1 or v2), or by
-rlimits where no cgroup is writable. Not enforced here: CPU share (``spec.cpus``) and disk use of the work
-dir and ``/tmp``; ``spec.image`` is ignored (the host's ``/usr`` is the image). Needs root and bubblewrap.
+command's pid namespace ends with it, so nothing it started outlives it. ``bwrap``, pid 1 inside, starts with
+an empty environment and gives the command only ``PATH``, ``HOME``, ``LANG`` and what the caller passes: no
+host variable can be read inside, not even in ``/proc/1/environ``. On the host each sandbox runs under a uid
+of its own (``HOST_UID_BASE`` + its id), never root: root mapped into a user namespace could still write
+``/proc/sys``. Memory and processes are limited by an ``agentgym-<id>`` cgroup (v1 or v2), or by rlimits
+where no cgroup is writable. The work dir and ``/tmp`` share one ext4 file system of ``spec.disk_mb`` MiB,
+a sparse file loop-mounted on the host for the sandbox's life: past it a write fails with ENOSPC, and it
+takes at most that on the host's disk (where none can be mounted, a ``disk_mb`` that was set is refused and
+the default is dropped with a warning). Not enforced here: CPU share (``spec.cpus``); ``spec.image`` is
+ignored (the host's ``/usr`` is the image). Needs root and bubblewrap.
 """
 
 from __future__ import annotations
@@ -52,8 +57,9 @@ from agentgym.sandboxes.exec_server import Capture
 from agentgym.sandboxes.process import SandboxProcess
 
 STATE_DIR = Path(tempfile.gettempdir()) / "agentgym-sandboxes"
-"""Holds one ``<id>`` directory per sandbox: ``owner``, ``work`` (the work dir), ``tmp`` (its ``/tmp``) and
-``etc`` (made-up files)."""
+"""Holds one ``<id>`` directory per sandbox: ``owner``, ``etc`` (made-up files) and ``disk``, where the file
+system in ``disk.img`` is mounted (a plain directory without a disk limit), holding ``work`` (the work dir)
+and ``tmp`` (its ``/tmp``)."""
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 HOST_UID_BASE = 1_800_000_000
 """Sandbox ``<id>`` (6 hex digits) runs on the host as uid and gid ``HOST_UID_BASE + int(id, 16)``."""
@@ -68,6 +74,7 @@ _KILLED = 128 + signal.SIGKILL
 _DESTROYED = "destroyed"
 """Written in a sandbox's state dir before its processes are killed, so a command they ran knows why it ended."""
 _warned_no_cgroup = False
+_warned_no_disk_limit = False
 
 
 def _made_up_etc(workdir: str) -> dict[str, str]:
@@ -120,7 +127,7 @@ class LocalSandbox(Sandbox):
             raise
         if self.closed:
             raise SandboxClosed(f"sandbox {self.id} was closed while a command ran")
-        if (self._state / _DESTROYED).exists() or not (self._state / "work").is_dir():  # not the command's kill
+        if (self._state / _DESTROYED).exists() or not (self._state / "disk" / "work").is_dir():  # not its kill
             raise SandboxDied(f"sandbox {self.id} was destroyed while a command ran (reaped?)")
         exit_code, elapsed = 128 - code if code < 0 else code, time.monotonic() - started
         timed_out = host_deadline or (elapsed >= timeout and (
@@ -133,15 +140,15 @@ class LocalSandbox(Sandbox):
     async def _start(self, argv: list[str], env: dict[str, str], cwd: str, *, stdin: bool
                      ) -> asyncio.subprocess.Process:
         """``argv`` started in the sandbox, with pipes to its stdout and stderr (and its stdin if asked)."""
-        if not (self._state / "work").is_dir():
+        if not (self._state / "disk" / "work").is_dir():
             raise SandboxDied(f"the work dir of sandbox {self.id} is gone (reaped?)")
         environment = {"PATH": PATH, "HOME": self.spec.workdir, "LANG": "C.UTF-8", **env}
         command = [*self._bwrap, "--chdir", cwd, "--clearenv",
                    *(arg for item in environment.items() for arg in ("--setenv", *item)), "--", *argv]
         try:
-            return await asyncio.create_subprocess_exec(
+            return await asyncio.create_subprocess_exec(  # bwrap is pid 1 inside: no host environment
                 *command, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, preexec_fn=self._enter, start_new_session=True)
+                stderr=subprocess.PIPE, env={}, preexec_fn=self._enter, start_new_session=True)
         except (OSError, subprocess.SubprocessError) as exc:
             raise SandboxDied(f"could not start a command in sandbox {self.id}: {exc}") from exc
 
@@ -243,10 +250,13 @@ def reap(*, everything: bool = False) -> int:
 
 def check(spec: SandboxSpec | None = None) -> None:
     """Raise :class:`SandboxUnavailable` (naming the install step) unless sandboxes can be made here for
-    ``spec``: any image (this backend runs the host's own programs), mounts that every user may read."""
+    ``spec``: any image (this backend runs the host's own programs), mounts that every user may read, a
+    ``disk_mb`` that was set only where a file system can be mounted."""
     _probe()
-    for host in spec.mounts if spec is not None else ():
-        _check_mountable(Path(host))
+    if spec is not None:
+        _disk_limit(spec)
+        for host in spec.mounts:
+            _check_mountable(Path(host))
 
 
 @functools.cache
@@ -267,6 +277,65 @@ def _probe() -> None:
     if probe.returncode != 0:
         raise SandboxUnavailable(f"bubblewrap cannot create namespaces here ({probe.stderr.strip()}); {INSTALL} and"
                                  " allow unprivileged user namespaces (sysctl user.max_user_namespaces)")
+
+
+def _disk_limit(spec: SandboxSpec) -> int | None:
+    """The size of the file system to mount for ``spec``, ``None`` for none. Where none can be mounted, a
+    ``disk_mb`` that was set raises :class:`SandboxUnavailable` and the default one is dropped with a warning."""
+    global _warned_no_disk_limit
+    if spec.disk_mb is None or (refusal := _disk_refusal()) is None:
+        return spec.disk_mb
+    if "disk_mb" in spec.model_fields_set:
+        raise SandboxUnavailable(f"disk_mb={spec.disk_mb} cannot be enforced here ({refusal}); run as root where"
+                                 " loop devices can be mounted, or set disk_mb to null for no disk limit")
+    if not _warned_no_disk_limit:
+        _warned_no_disk_limit = True
+        warnings.warn(f"local sandboxes have no disk limit here ({refusal}): their work dir and /tmp can fill the"
+                      " host's disk; set disk_mb to null to say that is meant", RuntimeWarning, stacklevel=2)
+    return None
+
+
+@functools.cache
+def _disk_refusal() -> str | None:
+    """Why no disk limit can be mounted here, ``None`` when one can: a small one is mounted and removed once."""
+    with tempfile.TemporaryDirectory(prefix="agentgym-disk-probe-") as folder:
+        try:
+            _mount_disk(Path(folder), 16)
+            _unmount_disk(Path(folder))
+        except OSError as exc:
+            return str(exc)
+    return None
+
+
+def _mount_disk(state: Path, size_mb: int) -> None:
+    """Mount at ``state/disk`` a file system of ``size_mb`` MiB in ``state/disk.img``, through a loop device. The
+    image is sparse (it takes on the host's disk what is written, at most its size) and has no journal (its
+    contents die with the sandbox); unlike a tmpfs, what it holds is not pinned in memory."""
+    image = state / "disk.img"
+    with image.open("xb") as file:
+        file.truncate(size_mb * MiB)
+    image.chmod(0o600)
+    _run_host(["mkfs.ext4", "-q", "-m", "0", "-O", "^has_journal,^resize_inode", "-E", "nodiscard", str(image)])
+    (state / "disk").mkdir(mode=0o755, exist_ok=True)
+    _run_host(["mount", "-o", "loop,nosuid,nodev,noinit_itable", str(image), str(state / "disk")])
+
+
+def _unmount_disk(state: Path) -> None:
+    """Unmount ``state/disk`` if it is mounted (the loop device goes with it)."""
+    if os.path.ismount(state / "disk"):
+        _run_host(["umount", str(state / "disk")])
+
+
+def _run_host(argv: list[str]) -> None:
+    """Run a host tool; an ``OSError`` naming it and its complaint when it fails."""
+    try:
+        done = subprocess.run(argv, env={"PATH": PATH}, capture_output=True, text=True, timeout=60, check=False)
+    except FileNotFoundError:
+        raise OSError(f"{argv[0]} is not installed (apt-get install -y e2fsprogs mount)") from None
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise OSError(f"{argv[0]} failed: {exc}") from exc
+    if done.returncode != 0:
+        raise OSError(f"{argv[0]} failed: {done.stderr.strip()}")
 
 
 def _check_mountable(path: Path) -> None:
@@ -348,7 +417,7 @@ def _bwrap_argv(spec: SandboxSpec, state: Path) -> list[str]:
     for name in _made_up_etc(spec.workdir):
         args += ["--ro-bind", str(state / "etc" / name), f"/etc/{name}"]
     args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
-             "--bind", str(state / "tmp"), "/tmp", "--bind", str(state / "work"), spec.workdir]
+             "--bind", str(state / "disk" / "tmp"), "/tmp", "--bind", str(state / "disk" / "work"), spec.workdir]
     for host, inside in spec.mounts.items():
         args += ["--ro-bind", host, inside]
     return [*args, "--remount-ro", "/"]
@@ -373,7 +442,7 @@ def _enter(procs: tuple[str, ...], rlimits: tuple[int, int] | None, uid: int) ->
 
 
 def _make(spec: SandboxSpec) -> LocalSandbox:
-    """Claim an id, write the state dir, create the cgroups."""
+    """Claim an id, write the state dir, mount the disk, create the cgroups."""
     for _ in range(100):
         sandbox_id = secrets.token_hex(3)
         STATE_DIR.mkdir(mode=0o711, exist_ok=True)
@@ -392,9 +461,13 @@ def _make(spec: SandboxSpec) -> LocalSandbox:
         (state / "etc").mkdir(mode=0o755)
         for name, text in _made_up_etc(spec.workdir).items():
             _write(state / "etc" / name, text)
+        if (disk_mb := _disk_limit(spec)) is not None:
+            _mount_disk(state, disk_mb)
+        else:
+            (state / "disk").mkdir(mode=0o755)
         for private in ("work", "tmp"):
-            (state / private).mkdir(mode=0o700)
-            os.chown(state / private, _host_uid(sandbox_id), _host_uid(sandbox_id))
+            (state / "disk" / private).mkdir(mode=0o700)
+            os.chown(state / "disk" / private, _host_uid(sandbox_id), _host_uid(sandbox_id))
         return LocalSandbox(spec, sandbox_id, _make_cgroups(sandbox_id, spec))
     except BaseException as exc:
         _destroy(sandbox_id)
@@ -449,13 +522,14 @@ def _cgroups(sandbox_id: str) -> list[Path]:
 
 
 def _destroy(sandbox_id: str) -> None:
-    """Mark the sandbox destroyed, kill every process of it, then delete its cgroups, its state dir and an
-    empty STATE_DIR."""
+    """Mark the sandbox destroyed, kill every process of it, then delete its cgroups, unmount its disk, delete
+    its state dir and an empty STATE_DIR."""
     with contextlib.suppress(OSError):
         (STATE_DIR / sandbox_id / _DESTROYED).touch()
     try:
         _kill_all(sandbox_id)
         _remove_cgroups(sandbox_id)
+        _unmount_disk(STATE_DIR / sandbox_id)
         shutil.rmtree(STATE_DIR / sandbox_id, onerror=_unless_gone)
     except OSError as exc:
         raise SandboxError(f"could not remove sandbox {sandbox_id}: {exc}") from exc

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -26,6 +27,16 @@ CONNECT = textwrap.dedent("""
         print("connected")
     except OSError as e:
         print("refused", type(e).__name__)
+""")
+ENVIRONS = textwrap.dedent("""
+    import json, os
+    seen = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            seen[pid] = open(f"/proc/{pid}/environ", "rb").read().decode(errors="replace")
+        except OSError:
+            pass
+    print(json.dumps(seen))
 """)
 
 
@@ -95,6 +106,37 @@ def test_the_hosts_files_are_invisible(sandbox_of, tmp_path):
         assert found.ok and found.stdout == ""
     finally:
         home_secret.unlink()
+
+
+def test_no_process_inside_shows_the_hosts_environment(sandbox_of, monkeypatch):
+    """Every environment readable inside (pid 1's included) is the sandbox's own: an API key in the host's
+    environment must not reach the agent through exec, read_file or a spawned process."""
+    secret = f"secret-{uuid.uuid4().hex}"
+    monkeypatch.setenv("AGENTGYM_TEST_API_KEY", secret)
+    sandbox = sandbox_of()
+
+    async def spawned() -> str:
+        process = await sandbox.spawn(["python3", "-c", ENVIRONS])
+        output = b""
+        async with asyncio.timeout(30):
+            while chunk := await process.read():
+                output += chunk
+        assert await process.wait(10) == 0, process.stderr
+        return output.decode()
+
+    def read(path: str) -> str:
+        try:
+            return run(sandbox.read_file(path, text=False)).decode(errors="replace")
+        except PermissionError:  # docker's pid 1
+            return ""
+
+    seen = {"exec": json.loads(run(sandbox.exec(["python3", "-c", ENVIRONS], timeout=30)).stdout),
+            "spawn": json.loads(run(spawned())),
+            "read_file": {pid: read(f"/proc/{pid}/environ") for pid in ("1", "self")}}
+    assert all(seen.values())  # each route read at least its own process's environment
+    leaking = {route: [pid for pid, environ in environs.items() if secret in environ]
+               for route, environs in seen.items()}
+    assert leaking == {route: [] for route in seen}  # names the pids, never shows the host's environment
 
 
 def test_memory_past_the_limit_kills_the_process_not_the_host(sandbox_of):

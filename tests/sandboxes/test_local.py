@@ -4,6 +4,7 @@ and that nothing it starts outlives :meth:`close`. The shared isolation tests ar
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import socket
@@ -18,6 +19,7 @@ import pytest
 
 from agentgym.sandboxes import (Sandbox, SandboxClosed, SandboxDied, SandboxError, SandboxUnavailable, local_sandbox,
                                 reap)
+from agentgym.sandboxes.base import MiB
 from tests.sandboxes.conftest import run
 from tests.sandboxes.test_isolation import sandbox_of_a_killed_process
 
@@ -56,6 +58,23 @@ def sleeping(marker: str) -> list[psutil.Process]:
         if process.info["cmdline"] == ["sleep", marker] and process.info["status"] != psutil.STATUS_ZOMBIE:
             found.append(process)
     return found
+
+
+def mounts_of(sandbox_id: str) -> list[str]:
+    """The host's mounts and loop devices that belong to the sandbox."""
+    state = str(local_sandbox.STATE_DIR / sandbox_id)
+    found = Path("/proc/mounts").read_text().splitlines()
+    for backing in Path("/sys/block").glob("loop*/loop/backing_file"):
+        with contextlib.suppress(OSError):  # detached meanwhile
+            found.append(backing.read_text())
+    return [line for line in found if state in line]
+
+
+def host_disk_use(sandbox_id: str) -> int:
+    """Bytes that the sandbox's state takes on the host's file system (what is mounted inside it not counted)."""
+    state = local_sandbox.STATE_DIR / sandbox_id
+    device = state.stat().st_dev
+    return sum(path.lstat().st_blocks * 512 for path in (state, *state.rglob("*")) if path.lstat().st_dev == device)
 
 
 async def until(condition: Callable[[], object], seconds: float = 10.0) -> None:
@@ -187,9 +206,38 @@ def test_a_command_killed_with_its_sandbox_raises_sandbox_died_not_exit_137(sand
 
 def test_reap_removes_the_sandbox_of_a_killed_process(backend):
     orphan = sandbox_of_a_killed_process(backend)
-    assert orphan in local_sandbox.live()
+    assert orphan in local_sandbox.live() and mounts_of(orphan)
     assert reap((backend,)) >= 1
-    assert orphan not in local_sandbox.live()
+    assert orphan not in local_sandbox.live() and not mounts_of(orphan)
+
+
+def test_writing_past_disk_mb_fails_inside_with_enospc_and_the_sandbox_lives_on(sandbox_of):
+    sandbox = sandbox_of(disk_mb=32)
+    full = run(sandbox.exec("head -c 48M /dev/zero > big; head -c 1M /dev/zero > /tmp/more", timeout=60))
+    assert full.exit_code != 0 and full.stderr.count("No space left on device") == 2, full
+    assert host_disk_use(sandbox.id) <= 32 * MiB
+    with pytest.raises(OSError, match="No space left on device"):
+        run(sandbox.write_file("more.bin", b"x" * MiB))
+    after = run(sandbox.exec("rm big && echo fine > small && cat small", timeout=30))
+    assert after.stdout == "fine\n"
+
+
+def test_close_unmounts_the_disk(sandbox_of):
+    sandbox = sandbox_of(disk_mb=16)
+    assert mounts_of(sandbox.id)
+    run(sandbox.close())
+    assert not mounts_of(sandbox.id)
+
+
+def test_where_no_disk_can_be_mounted_a_set_disk_mb_is_refused_and_the_default_warns(sandbox_of, monkeypatch):
+    monkeypatch.setattr(local_sandbox, "_disk_refusal", lambda: "mount: permission denied")
+    monkeypatch.setattr(local_sandbox, "_warned_no_disk_limit", False)
+    with pytest.raises(SandboxUnavailable, match="disk_mb=64"):
+        sandbox_of(disk_mb=64)
+    with pytest.warns(RuntimeWarning, match="no disk limit"):
+        sandbox = sandbox_of()
+    assert run(sandbox.exec("echo fine > f && cat f", timeout=10)).stdout == "fine\n"
+    assert not mounts_of(sandbox.id)
 
 
 def test_without_a_writable_cgroup_rlimits_bound_memory_and_processes(sandbox_of, monkeypatch, tmp_path):
