@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,21 +17,11 @@ from hypothesis import strategies as st
 
 import agentgym
 from agentgym import OraclePolicy, RandomPolicy, TaskSet
-from agentgym.registration import ADAPTED
-from agentgym.sandboxes import SandboxUnavailable
-from agentgym.sandboxes.env import choose_backend
-from tests.conftest import docker_with_images
+from tests.envs.conftest import IN_SANDBOX, SLOW_TO_START, SPECS, env_param
 
-SPECS = [s for s in agentgym.list_envs() if s.entry_point.startswith("agentgym.envs.") and ADAPTED not in s.tags]
+pytestmark = pytest.mark.usefixtures("env_prerequisites")
+
 BUNDLED = [s.id for s in SPECS]
-ON_DESKTOP = {s.id for s in SPECS if "desktop" in s.tags}
-IN_BROWSER = {s.id for s in SPECS if "browser" in s.tags}
-SERVED_BY_MCP = {s.id for s in SPECS if "mcp" in s.tags}
-SLOW_TO_START = IN_BROWSER | ON_DESKTOP | SERVED_BY_MCP
-IN_SANDBOX = {s.id for s in SPECS if "sandbox" in s.tags}
-SANDBOX_TIMEOUT = 600
-"""Seconds for a sandboxed env's test: 400 oracle and random episodes start a sandbox process per command,
-about 55 s on 2 idle cores and past the default 120 s with other work beside them."""
 SEEDS = 200
 SANDBOX_SEEDS = 40
 """Seeds of a sandboxed env's oracle test in the default run, every difficulty among them (:data:`SEEDS` of
@@ -44,20 +33,9 @@ rest, and their own modules play their oracle and random policy at every difficu
 PARSERS = ("hermes", "pythonic")
 
 
-def _param(*values: object, slow: bool = False) -> object:
-    """``values`` marked ``docker`` or ``browser`` where the env (the first value) needs one, with the
-    sandboxed envs' timeout, and ``slow`` where asked."""
-    env_id = values[0]
-    marks = [pytest.mark.docker] if env_id in ON_DESKTOP else []
-    marks += [pytest.mark.browser] if env_id in IN_BROWSER else []
-    marks += [pytest.mark.timeout(SANDBOX_TIMEOUT)] if env_id in IN_SANDBOX else []
-    marks += [pytest.mark.slow] if slow else []
-    return pytest.param(*values, marks=marks)
-
-
 def _check_params() -> list[object]:
     """Every bundled id; those :data:`SLOW_TO_START` but not :data:`CHECKED_BY_DEFAULT` marked slow."""
-    return [_param(s.id, slow=s.id in SLOW_TO_START - CHECKED_BY_DEFAULT) for s in SPECS]
+    return [env_param(s.id, slow=s.id in SLOW_TO_START - CHECKED_BY_DEFAULT) for s in SPECS]
 
 
 def _oracle_params() -> list[object]:
@@ -68,8 +46,8 @@ def _oracle_params() -> list[object]:
         if spec.id in SLOW_TO_START:
             continue
         if spec.id in IN_SANDBOX:
-            params.append(_param(spec.id, SANDBOX_SEEDS))
-        params.append(_param(spec.id, SEEDS, slow=spec.id in IN_SANDBOX))
+            params.append(env_param(spec.id, SANDBOX_SEEDS))
+        params.append(env_param(spec.id, SEEDS, slow=spec.id in IN_SANDBOX))
     return params
 
 
@@ -81,29 +59,10 @@ def _fuzz_params() -> list[object]:
         first = spec.id in SLOW_TO_START and spec.entry_point not in seen
         for parser in PARSERS:
             chosen = first and parser == PARSERS[len(seen) % len(PARSERS)]
-            params.append(_param(spec.id, parser, slow=spec.id in SLOW_TO_START and not chosen))
+            params.append(env_param(spec.id, parser, slow=spec.id in SLOW_TO_START and not chosen))
         if spec.id in SLOW_TO_START:
             seen.add(spec.entry_point)
     return params
-
-
-@pytest.fixture(autouse=True)
-def prerequisites(request: pytest.FixtureRequest) -> Iterator[None]:
-    """A Docker engine with the desktop image for an environment on a desktop, for that test only (the
-    sandboxed tool environments here pick their backend as they would without it); an MCP environment
-    skips, naming why, where no backend can run its server."""
-    callspec = getattr(request.node, "callspec", None)
-    env_id = callspec.params.get("env_id") if callspec is not None else None
-    if env_id in SERVED_BY_MCP:
-        try:
-            choose_backend("auto", agentgym.spec(env_id).load().server.spec)
-        except SandboxUnavailable as exc:
-            pytest.skip(str(exc))
-    if env_id not in ON_DESKTOP:
-        yield
-        return
-    with docker_with_images():
-        yield
 
 
 def test_the_bundled_families_are_registered():
