@@ -11,6 +11,7 @@ from agentgym.sandboxes.errors import (
     SandboxClosed,
     SandboxDied,
     SandboxError,
+    SandboxKilledFromInside,
     SandboxStartError,
     SandboxUnavailable,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "SandboxClosed",
     "SandboxDied",
     "SandboxError",
+    "SandboxKilledFromInside",
     "SandboxSpec",
     "SandboxStartError",
     "SandboxUnavailable",

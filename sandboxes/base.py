@@ -48,7 +48,8 @@ class SandboxSpec(Config):
     disk_mb: int | None = Field(1024, ge=16)
     """MiB the work dir and ``/tmp`` hold together, ``None`` for no limit; past it a write fails with ENOSPC.
     The ``local`` backend enforces it; where it cannot, a value set here is refused and the default is dropped
-    with a warning."""
+    with a warning. The ``docker`` backend's disks are in memory: it adds ``disk_mb`` to the memory limit, and
+    with ``None`` they take from ``memory_mb`` (filling them can then get the sandbox killed)."""
     output_limit: int = Field(1 * MiB, ge=1024)
     """Bytes kept of each of stdout and stderr per command; the rest is discarded as it arrives."""
     file_limit: int = Field(16 * MiB, ge=1024)

@@ -1,17 +1,30 @@
 """The ``docker`` backend: one locked-down container per sandbox, commands through a server inside it.
 
-A container runs :mod:`agentgym.sandboxes.exec_server` under Docker's init as uid 1000 with a read-only
-root, no capabilities, ``no-new-privileges``, memory (swap included), CPU and process limits, and no
-network unless the spec asks. The host keeps the container's stdin and stdout attached and sends commands
-down that one stream, so a command costs a fork inside, not a ``docker exec``; images need ``python3``
-(files travel through it too). When the attachment ends (the sandbox is closed, or the process that made it
-dies) the server exits and Docker removes the container, so a crashed run leaves nothing behind; ``reap``
-removes what remains when that could not happen (an engine that was down, another host's run).
+A container runs :mod:`agentgym.sandboxes.exec_server` under Docker's init with a read-only root,
+``no-new-privileges``, memory (swap included), CPU and process limits, and no network unless the spec asks.
+The server runs as root in the container with no capability but those it needs to start each command as
+uid 1000 (``SETUID``, ``SETGID``) and to stop what a command left behind (``KILL``); commands run as uid
+1000 with none, so nothing they do (``kill -9 -1`` included) reaches the server or the init. The host keeps
+the container's stdin and stdout attached and sends commands down that one stream, so a command costs a
+fork inside, not a ``docker exec``; images need ``python3`` (files travel through it too). When the
+attachment ends (the sandbox is closed, or the process that made it dies) the server exits and Docker
+removes the container, so a crashed run leaves nothing behind; ``reap`` removes what remains when that
+could not happen (an engine that was down, another host's run).
 
-The work dir and ``/tmp`` are size-limited tmpfs mounts: their pages count against the memory limit,
-nothing is left on the host's disk, and any image and work dir work (what an image holds at the work dir
-is hidden). gVisor's ``runsc`` is used when the engine lists it; ``AGENTGYM_DOCKER_RUNTIME`` names another
-(``runc`` forces the default).
+The work dir, ``/tmp`` and ``/dev/shm`` are size-limited tmpfs mounts: nothing is left on the host's disk,
+and any image and work dir work (what an image holds at the work dir is hidden). What they hold, and System
+V shared memory, stays in memory after the processes that wrote it are gone, so the container's memory limit
+is ``spec.memory_mb`` plus all of it (``spec.disk_mb`` for the work dir and ``/tmp`` together,
+:data:`SHM_MB` each for ``/dev/shm`` and System V segments): a full disk is an error the writing command
+sees (ENOSPC), never an out-of-memory kill, and when memory runs out the kernel kills a command (they are
+its first pick), not the server. With ``disk_mb=None`` all of it takes from ``spec.memory_mb`` instead (the
+work dir as big as that): filling it can get the sandbox killed for its memory limit.
+
+A container that stops under a sandbox raises :class:`SandboxDied`, or :class:`SandboxKilledFromInside` when
+the engine reports that it died of its own memory limit (an out-of-memory kill in it just before it
+stopped, and no kill from outside). gVisor's ``runsc`` is used when the engine lists it (its kernel keeps
+no such order between processes: a sandbox out of memory may die whole); ``AGENTGYM_DOCKER_RUNTIME`` names
+another runtime (``runc`` forces the default).
 """
 
 from __future__ import annotations
@@ -40,6 +53,7 @@ from agentgym.sandboxes.base import (
     LABEL,
     OWNER_LABEL,
     TIMEOUT_EXIT,
+    MiB,
     RawResult,
     Sandbox,
     SandboxSpec,
@@ -48,21 +62,44 @@ from agentgym.sandboxes.base import (
     timed_argv,
 )
 from agentgym.sandboxes.docker_engine import client, docker_module, ping
-from agentgym.sandboxes.errors import SandboxDied, SandboxError, SandboxStartError, SandboxUnavailable
+from agentgym.sandboxes.errors import (
+    SandboxDied,
+    SandboxError,
+    SandboxKilledFromInside,
+    SandboxStartError,
+    SandboxUnavailable,
+)
 from agentgym.sandboxes.images import image_tag, is_defined
 from agentgym.sandboxes.process import SandboxProcess
 
 AGENT_USER = "1000:1000"
+"""The user every command runs as."""
+SERVER_USER = "0:0"
+"""The user the container (its init and the exec server) runs as: not one the commands can signal."""
+SERVER_CAPS = ["SETUID", "SETGID", "KILL"]
+"""The server's only capabilities: start a command as :data:`AGENT_USER`, kill what it leaves behind."""
 RUNTIME_ENV = "AGENTGYM_DOCKER_RUNTIME"
 """Names the container runtime to use (``runc``, ``runsc``, ...) instead of the automatic choice."""
 TMP_MB = 64
-"""Size of each sandbox's ``/tmp`` (a tmpfs, counted against its memory limit)."""
+"""The most of ``spec.disk_mb`` that goes to ``/tmp`` (at most a quarter of it); the rest is the work
+dir's."""
+SHM_MB = 64
+"""Size of each sandbox's ``/dev/shm`` (a tmpfs), and the most System V shared memory it may hold (which
+would outlive the processes that made it); both are added to its memory limit."""
+PAGE = 4096
+"""Bytes of a memory page, the unit of ``kernel.shmall``."""
+INODE_BYTES = 16 * 1024
+"""Bytes of a tmpfs's size per inode it may hold (ext4's default ratio): empty files cost memory too."""
+DEATH_WAIT = 5.0
+"""Seconds the engine has to report the end of a container whose stream ended."""
+OOM_WINDOW = 10.0
+"""Seconds before a container's end within which an out-of-memory kill in it counts as the cause."""
 KILLED = 128 + 9
 """The exit status of ``timeout`` when the command needed the forced stop (it dies with its group)."""
 SERVER_ENV = "AGENTGYM_EXEC_SERVER"
 """Carries the exec server's source into the container; the server takes it out of its environment."""
-SERVER = ["python3", "-I", "-c", f"exec(__import__('os').environ.pop('{SERVER_ENV}'))"]
-"""The container's command, short enough to read in ``ps``."""
+SERVER = ["python3", "-I", "-c", f"exec(__import__('os').environ.pop('{SERVER_ENV}'))", AGENT_USER]
+"""The container's command, short enough to read in ``ps``; its argument is the user commands run as."""
 REMOVE_WAIT = 30.0
 """Seconds to wait for a container that Docker is already removing."""
 _KILL = 'for i in $(seq 100); do [ -s "$0" ] && exec kill -KILL "$(cat "$0")"; sleep 0.05; done'
@@ -110,6 +147,7 @@ class DockerSandbox(Sandbox):
         return RawResult(exit_code, stdout, stderr, timed_out, bool(reply.get("truncated")))
 
     async def _close(self) -> None:
+        self._channel.closing()
         try:
             await _blocking(_remove, self.id)
         finally:
@@ -233,11 +271,16 @@ def _exit_status(exec_id: str) -> int:
 class _Channel:
     """The host's end of a container's attached stdin and stdout: requests go out as frames, answers are
     matched back to them by id in a reader thread. When the stream ends, or carries anything but answers
-    of at most ``max_frame`` bytes (whatever runs inside can write there too), every waiting request fails."""
+    of at most ``max_frame`` bytes, every waiting request fails: with :class:`SandboxKilledFromInside` when
+    the stream ended and ``died_inside()`` says the container died of what ran in it, else with
+    :class:`SandboxDied`."""
 
-    def __init__(self, stream: Any, name: str, max_frame: int) -> None:
+    def __init__(self, stream: Any, name: str, max_frame: int, died_inside: Callable[[], bool] | None = None
+                 ) -> None:
         self.name, self.max_frame = name, max_frame
         self.failure: str | None = None
+        self._failure_type: type[SandboxDied] = SandboxDied
+        self._died_inside = died_inside
         self._stream = stream
         self._socket = getattr(stream, "_sock", stream)
         self._sending = threading.Lock()
@@ -252,7 +295,7 @@ class _Channel:
         answer: Future[dict[str, Any]] = Future()
         with self._lock:
             if self.failure is not None:
-                raise SandboxDied(self.failure)
+                raise self._failure_type(self.failure)
             request_id = next(self._ids)
             self._pending[request_id] = answer
         try:
@@ -262,15 +305,20 @@ class _Channel:
             self._fail(f"cannot send a command: {exc}")
         return answer
 
+    def closing(self) -> None:
+        """The host is closing the sandbox: waiting requests fail now, and the end of the stream that follows
+        is not looked into."""
+        self._fail("the sandbox is closed")
+
     def close(self) -> None:
         """End the attachment (the server sees end of input); waiting requests fail."""
-        self._fail("the sandbox is closed")
+        self.closing()
         _close_attached(self._stream)
 
     def _receive(self) -> None:
         from docker.utils.socket import SocketError, frames_iter
 
-        reason = "its container stopped"
+        reason, ended = "its container stopped", True
         buffer = bytearray()
         try:
             for kind, chunk in frames_iter(self._socket, tty=False):
@@ -288,9 +336,12 @@ class _Channel:
                     del buffer[:exec_server.LENGTH.size + size]
                     self._resolve(reply)
         except (OSError, ValueError, KeyError, TypeError, SocketError) as exc:
-            reason = f"its stream broke: {exc}"
+            reason, ended = f"its stream broke: {exc}", False
+        inside = ended and self.failure is None and self._died_inside is not None and self._died_inside()
+        if inside:
+            reason = "it ran out of memory: the kernel killed it for its own memory limit"
         said = b"".join(self._errors).decode(errors="replace").strip()
-        self._fail(reason + (f" (it said: {said[-500:]})" if said else ""))
+        self._fail(reason + (f" (it said: {said[-500:]})" if said else ""), inside=inside)
 
     def _resolve(self, reply: dict[str, Any]) -> None:
         with self._lock:
@@ -301,15 +352,16 @@ class _Channel:
             except InvalidStateError:
                 pass  # nobody waits for it any more
 
-    def _fail(self, reason: str) -> None:
+    def _fail(self, reason: str, *, inside: bool = False) -> None:
         with self._lock:
             if self.failure is None:
                 self.failure = f"sandbox {self.name} cannot run commands: {reason}"
+                self._failure_type = SandboxKilledFromInside if inside else SandboxDied
             waiting = list(self._pending.values())
             self._pending.clear()
         for answer in waiting:
             try:
-                answer.set_exception(SandboxDied(self.failure))
+                answer.set_exception(self._failure_type(self.failure))
             except InvalidStateError:
                 pass
 
@@ -368,18 +420,23 @@ def _create(spec: SandboxSpec) -> DockerSandbox:
     errors = docker_module().errors
     image = _image(spec.image)
     name = f"agentgym-{uuid.uuid4().hex[:12]}"
-    mounts = "rw,nosuid,nodev,exec,size={}m,{}"
+    since = int(time.time()) - 1  # the engine's events about it start after this
+    work_mb, tmp_mb = disk_sizes(spec)
+    memory = f"{memory_limit(spec)}m"
     host = docker.api.create_host_config(
         init=True, auto_remove=True, runtime=_runtime(), network_mode="bridge" if spec.network else "none",
-        mem_limit=f"{spec.memory_mb}m", memswap_limit=f"{spec.memory_mb}m", nano_cpus=int(spec.cpus * 1e9),
-        pids_limit=spec.pids, read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges"],
-        tmpfs={spec.workdir: mounts.format(spec.memory_mb, "uid=1000,gid=1000,mode=0755"),
-               "/tmp": mounts.format(min(TMP_MB, spec.memory_mb), "mode=1777")},
+        mem_limit=memory, memswap_limit=memory, nano_cpus=int(spec.cpus * 1e9), pids_limit=spec.pids,
+        read_only=True, cap_drop=["ALL"], cap_add=SERVER_CAPS, security_opt=["no-new-privileges"],
+        tmpfs={spec.workdir: _tmpfs(work_mb, "uid=1000,gid=1000,mode=0755"),
+               "/tmp": _tmpfs(tmp_mb, "mode=1777")},
+        shm_size=f"{SHM_MB}m", sysctls={"kernel.shmmax": str(SHM_MB * MiB),
+                                        "kernel.shmall": str(SHM_MB * MiB // PAGE)},
         binds={host: {"bind": inside, "mode": "ro"} for host, inside in spec.mounts.items()},
         log_config={"type": "none", "config": {}})
     try:
         docker.api.create_container(
-            image, SERVER, name=name, user=AGENT_USER, working_dir=spec.workdir, stdin_open=True, detach=False,
+            image, SERVER, name=name, user=SERVER_USER, working_dir=spec.workdir, stdin_open=True,
+            detach=False,
             environment={"HOME": spec.workdir, "LANG": "C.UTF-8", SERVER_ENV: _server_source()},
             labels={LABEL: "1", OWNER_LABEL: owner()}, host_config=host)
     except errors.ImageNotFound as exc:
@@ -396,7 +453,66 @@ def _create(spec: SandboxSpec) -> DockerSandbox:
         _remove(name)
         raise SandboxStartError(f"container {name} from {image} did not start: {exc}") from exc
     largest = max(spec.output_limit, spec.file_limit) * 2 * 4 // 3  # two streams, as base64
-    return DockerSandbox(spec, name, _Channel(stream, name, max_frame=largest + 64 * 1024))
+    died_inside = functools.partial(_died_of_its_memory_limit, name, since)
+    return DockerSandbox(spec, name, _Channel(stream, name, max_frame=largest + 64 * 1024,
+                                              died_inside=died_inside))
+
+
+def disk_sizes(spec: SandboxSpec) -> tuple[int, int]:
+    """MiB of the work dir's and of ``/tmp``'s tmpfs: ``spec.disk_mb`` shared out (``/tmp`` takes
+    :data:`TMP_MB` of it, at most a quarter), or with ``disk_mb=None`` each as big as the memory limit
+    allows."""
+    if spec.disk_mb is None:
+        return spec.memory_mb, min(TMP_MB, spec.memory_mb)
+    tmp_mb = min(TMP_MB, spec.disk_mb // 4)
+    return spec.disk_mb - tmp_mb, tmp_mb
+
+
+def memory_limit(spec: SandboxSpec) -> int:
+    """MiB of the container's memory limit: ``spec.memory_mb`` plus what may be held in memory without a
+    process, counted against it: the tmpfs mounts and System V shared memory. With ``disk_mb=None`` all of
+    that takes from ``spec.memory_mb``, and filling it can get the sandbox killed for its memory limit."""
+    return spec.memory_mb if spec.disk_mb is None else spec.memory_mb + 2 * SHM_MB + spec.disk_mb
+
+
+def _tmpfs(size_mb: int, owner: str) -> str:
+    """The options of a tmpfs mount of ``size_mb`` MiB (and an inode for each :data:`INODE_BYTES` of it)."""
+    inodes = max(1024, size_mb * MiB // INODE_BYTES)
+    return f"rw,nosuid,nodev,exec,size={size_mb}m,nr_inodes={inodes},{owner}"
+
+
+def _died_of_its_memory_limit(name: str, since: int) -> bool:
+    """Whether container ``name``, whose stream ended, died of its own memory limit: the engine reports its
+    end (``die``) with an out-of-memory kill in it at most :data:`OOM_WINDOW` seconds apart, and no kill from
+    outside (``docker kill``, ``stop``, ``rm -f``). An engine that does not say (it is gone, or reports no end
+    within :data:`DEATH_WAIT` s) means no: a death that nothing shows came from inside is the
+    infrastructure's. Read up to the container's removal, which follows its end, so that an out-of-memory
+    report that arrives just after the end still counts."""
+    errors = docker_module().errors
+    ooms: list[int] = []
+    killed, ended = False, None
+    try:
+        events = client().api.events(since=since, until=int(time.time() + DEATH_WAIT) + 1, decode=True,
+                                     filters={"type": "container", "container": name})
+    except (errors.DockerException, OSError):
+        return False
+    try:
+        for event in events:
+            action, when = event.get("Action") or event.get("status"), int(event["timeNano"])
+            if action == "oom":
+                ooms.append(when)
+            elif action == "kill":
+                killed = True
+            elif action == "die":
+                ended = when
+            elif action == "destroy":
+                ended = ended or when
+                break
+    except (errors.DockerException, OSError, KeyError, TypeError, ValueError):
+        return False
+    finally:
+        events.close()
+    return ended is not None and not killed and any(abs(ended - oom) <= OOM_WINDOW * 1e9 for oom in ooms)
 
 
 def _close_attached(stream: Any) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from agentgym.core import Env
+from agentgym.errors import ToolError
 from agentgym.sandboxes import backend_module
 from agentgym.sandboxes.base import Sandbox, SandboxSpec
-from agentgym.sandboxes.errors import SandboxError, SandboxUnavailable
+from agentgym.sandboxes.errors import SandboxError, SandboxKilledFromInside, SandboxUnavailable
 from agentgym.sandboxes.pool import SandboxPool, release_pool, retain_pool
 
 COMMAND_TIME_LIMIT = 10.0
@@ -20,7 +22,14 @@ class SandboxEnv(Env):
     """An environment with a sandbox per episode. :meth:`start_sandbox` (called from ``setup``) gives back the
     last episode's sandbox and takes a fresh one; tools use :attr:`sandbox`. ``backend`` is ``docker``,
     ``local`` or ``auto``; ``pool_size`` sandboxes are kept warm per event loop; ``time_limit`` is the
-    seconds each of the agent's commands may run."""
+    seconds each of the agent's commands may run.
+
+    What the agent does to its sandbox is its own outcome. A command that fails, runs out of time, disk or
+    processes is a result the agent reads; a sandbox that dies of what ran inside it
+    (:class:`SandboxKilledFromInside`) during a tool call ends the episode as the agent's failure: the call
+    answers with the error, reward 0, ``terminated``. Any other :class:`SandboxError` (the container removed
+    from outside, the engine gone) is raised: the episode is an infrastructure ``error``, as is a death
+    while the episode is set up, before the agent has acted."""
 
     sandbox_spec: ClassVar[SandboxSpec] = SandboxSpec()
     """The image and limits this environment's sandboxes have."""
@@ -59,6 +68,15 @@ class SandboxEnv(Env):
         if self._pool is not None:
             self._run_sync(self._let_go())
         super().close()
+
+    async def _run_tool(self, name: str, fn: Callable[..., Any], arguments: dict[str, Any]) -> Any:
+        """Run a tool; a sandbox that its commands brought down ends the episode as the agent's failure."""
+        try:
+            return await super()._run_tool(name, fn, arguments)
+        except SandboxKilledFromInside as exc:
+            self.finish(success=False, reward=0.0)
+            raise ToolError(f"the sandbox was brought down by what ran in it, and the episode ends as a "
+                            f"failure: {exc}") from exc
 
     async def _let_go(self) -> None:
         """Give back the sandbox and the pool (the last environment holding a pool closes it)."""

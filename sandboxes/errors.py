@@ -1,4 +1,5 @@
-"""What a sandbox raises: infrastructure failures, never agent mistakes (those are command results)."""
+"""What a sandbox raises: failures of the sandbox itself, never agent mistakes (those are command results).
+One of them, :class:`SandboxKilledFromInside`, is a death that what ran inside caused."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from agentgym.errors import AgentGymError
 
 
 class SandboxError(AgentGymError):
-    """Base class: the sandbox could not do what was asked. An episode that meets one ends as ``error``."""
+    """Base class: the sandbox could not do what was asked. An episode that meets one ends as ``error``
+    (except :class:`SandboxKilledFromInside` under the agent's own command)."""
 
 
 class SandboxUnavailable(SandboxError):
@@ -20,6 +22,13 @@ class SandboxStartError(SandboxError):
 
 class SandboxDied(SandboxError):
     """The sandbox stopped working under a call (its container or process is gone, the engine failed)."""
+
+
+class SandboxKilledFromInside(SandboxDied):
+    """The sandbox died of what ran inside it, not of anything outside: the kernel killed it for its own
+    memory limit. Where the agent's commands ran there, the agent brought it down: an environment ends the
+    episode as the agent's failure (:class:`agentgym.sandboxes.env.SandboxEnv`), not as an infrastructure
+    error."""
 
 
 class SandboxClosed(SandboxError):

@@ -15,12 +15,19 @@ then is killed (as if the command had had a pid namespace), and output still on 
 ``DRAIN`` seconds. A process that started a session of its own (``setsid``) lives on, and what it writes
 later is read and dropped, so it never blocks on a full pipe. When stdin ends (the host closed it, or
 died) the server exits, and with it the container.
+
+Started with a ``uid:gid`` argument, the server runs as another user (root in the container, with no
+capability but ``SETUID``, ``SETGID`` and ``KILL``) and every command runs as ``uid:gid``, with no
+supplementary groups and no capability: what the commands do (``kill -9 -1`` included) cannot reach the
+server. Each command also asks the kernel to pick it first when the sandbox runs out of memory
+(``oom_score_adj`` :data:`OOM_SCORE_ADJ`), so that a memory hog is killed rather than the server.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 import os
 import signal
@@ -33,6 +40,8 @@ DRAIN = 0.1
 """Seconds a finished command's pipes are still read for output that was on its way."""
 CANNOT_START = 126
 """The exit status of a command that could not be started (as a shell reports it)."""
+OOM_SCORE_ADJ = 1000
+"""Every command's ``oom_score_adj``: the kernel's first pick when the sandbox runs out of memory."""
 _CHUNK = 64 * 1024
 
 
@@ -82,8 +91,9 @@ class _Command(asyncio.SubprocessProtocol):
         self.exited.set_result(None)
 
 
-async def run(request: dict[str, Any]) -> dict[str, Any]:
-    """Run one request's argv to its exit and return its answer (without the id)."""
+async def run(request: dict[str, Any], user: tuple[int, int] | None = None) -> dict[str, Any]:
+    """Run one request's argv to its exit, as ``user`` (uid, gid) when given, and return its answer (without
+    the id)."""
     data = None if request["stdin"] is None else base64.b64decode(request["stdin"])
     loop = asyncio.get_running_loop()
     pipe = asyncio.subprocess.PIPE
@@ -91,7 +101,8 @@ async def run(request: dict[str, Any]) -> dict[str, Any]:
         transport, command = await loop.subprocess_exec(
             lambda: _Command(request["limit"]), *request["argv"],
             stdin=asyncio.subprocess.DEVNULL if data is None else pipe, stdout=pipe, stderr=pipe,
-            cwd=request["cwd"], env={**os.environ, **request["env"]}, start_new_session=True)
+            env={**os.environ, **request["env"]}, start_new_session=True,
+            preexec_fn=functools.partial(_become, user, request["cwd"]))
     except OSError as exc:
         reason = f"cannot start the command in {request['cwd']}: {exc}\n".encode()
         return {"exit": CANNOT_START, "stdout": "", "stderr": encode(reason), "truncated": False}
@@ -113,9 +124,30 @@ async def run(request: dict[str, Any]) -> dict[str, Any]:
     return answer
 
 
-async def _answer(request: dict[str, Any]) -> None:
+def _become(user: tuple[int, int] | None, cwd: str) -> None:
+    """In a command's process before it starts: first pick of the OOM killer, then ``user`` (uid, gid) without
+    supplementary groups (which drops every capability), then into ``cwd`` with that user's rights. A failure
+    is told on the command's stderr and ends it with :data:`CANNOT_START`."""
     try:
-        answer = await run(request)
+        with open("/proc/self/oom_score_adj", "w") as adj:  # written as root: once the command runs as its
+            adj.write(str(OOM_SCORE_ADJ))                     # user, /proc/self is no longer its to write
+    except OSError:
+        pass  # no /proc: the kernel picks by size alone
+    try:
+        if user is not None and user != (os.getuid(), os.getgid()):
+            uid, gid = user
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+        os.chdir(cwd)
+    except OSError as exc:
+        os.write(2, f"cannot start the command in {cwd}: {exc}\n".encode())
+        os._exit(CANNOT_START)
+
+
+async def _answer(request: dict[str, Any], user: tuple[int, int] | None) -> None:
+    try:
+        answer = await run(request, user)
     except Exception as exc:  # noqa: BLE001 (an answer must always go back: the host waits for it)
         answer = {"error": f"{type(exc).__name__}: {exc}"}
     _write(frame({**answer, "id": request["id"]}))
@@ -128,8 +160,8 @@ def _write(data: bytes) -> None:
         view = view[os.write(1, view):]
 
 
-async def serve() -> None:
-    """Answer requests from stdin until it ends."""
+async def serve(user: tuple[int, int] | None = None) -> None:
+    """Answer requests from stdin until it ends, running the commands as ``user`` (uid, gid) when given."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(0, "rb", buffering=0))
@@ -140,7 +172,7 @@ async def serve() -> None:
             request = json.loads(await reader.readexactly(size))
         except asyncio.IncompleteReadError:
             return
-        task = asyncio.create_task(_answer(request))
+        task = asyncio.create_task(_answer(request, user))
         running.add(task)
         task.add_done_callback(running.discard)
 
@@ -156,6 +188,12 @@ def _watch_children_with_pidfds() -> None:
         asyncio.set_child_watcher(asyncio.PidfdChildWatcher())
 
 
+def parse_user(text: str) -> tuple[int, int]:
+    """``uid:gid`` as numbers."""
+    uid, _, gid = text.partition(":")
+    return int(uid), int(gid or uid)
+
+
 if __name__ == "__main__":
     _watch_children_with_pidfds()
-    asyncio.run(serve())
+    asyncio.run(serve(parse_user(sys.argv[1]) if len(sys.argv) > 1 else None))

@@ -15,7 +15,6 @@ from agentgym.errors import ToolError
 from agentgym.messages import Message
 from agentgym.sandboxes.base import Sandbox, SandboxSpec
 from agentgym.sandboxes.env import SandboxEnv
-from agentgym.sandboxes.errors import SandboxError
 from agentgym.tools import tool
 
 READ_LIMIT = 256 * 1024
@@ -112,7 +111,11 @@ class ShellEnv(SandboxEnv):
     async def submit(self) -> str:
         """Say you are done: your files are checked and the episode ends."""
         assert self.task is not None
-        snapshot = await take_snapshot(self.sandbox, self.task)
+        try:
+            snapshot = await take_snapshot(self.sandbox, self.task)
+        except ToolError:  # what the agent did to its sandbox keeps its files from being read: nothing counts
+            self.finish(success=False, reward=0.0)
+            raise
         scores = [part.score(snapshot) for part in self.task.parts]
         done = all(score == 1.0 for score in scores)
         self.finish(success=done, reward=sum(scores) / len(scores))
@@ -161,7 +164,9 @@ print(json.dumps({"files": files, "dirs": dirs}))
 
 
 async def take_snapshot(sandbox: Sandbox, task: Task) -> Snapshot:
-    """Read back the files and folders the task's parts check, in one command."""
+    """Read back the files and folders the task's parts check, in one command. Raises :class:`ToolError` when
+    that command ran and failed: the sandbox is as the agent left it (its work dir closed to it, its processes
+    using up the pids limit), so that is the agent's doing, not the infrastructure's."""
     reads = sorted({path for part in task.parts for path in part.reads})
     lists = sorted({path for part in task.parts for path in part.lists})
     request = json.dumps({"files": reads, "dirs": lists, "limit": READ_LIMIT, "count": LIST_LIMIT})
@@ -171,7 +176,7 @@ async def take_snapshot(sandbox: Sandbox, task: Task) -> Snapshot:
     except ValueError:
         found = None
     if found is None:
-        raise SandboxError(f"could not read the files back from sandbox {sandbox.id}: {result.stderr[-300:]}")
+        raise ToolError(f"your files could not be read back, so none of them counts: {result.stderr[-300:]}")
     return Snapshot(files={path: found["files"].get(path) for path in reads},
                     dirs={path: found["dirs"].get(path) for path in lists})
 

@@ -327,3 +327,131 @@ def test_agentgym_check_passes(local, env_id):
     result = CliRunner().invoke(cli, ["check", env_id, "--episodes", "2"])
     assert result.exit_code == 0, result.output
     assert "pass" in result.output
+
+
+# -- what the agent does to its own sandbox is its own outcome, on both backends --------------------------
+
+WRECKS = {
+    "kill every process it can": {ShellEnv: "kill -9 -1",
+                                  PythonSandboxEnv: "import os, signal\nos.kill(-1, signal.SIGKILL)"},
+    "fill the disk past its limit": {ShellEnv: "head -c 3000M /dev/zero > fill; echo $? >&2; rm fill",
+                                     PythonSandboxEnv: "import os\n"
+                                                       "try:\n"
+                                                       "    with open('fill', 'wb') as f:\n"
+                                                       "        for _ in range(3000):\n"
+                                                       "            f.write(bytes(1 << 20))\n"
+                                                       "finally:\n"
+                                                       "    os.remove('fill')"},
+}
+"""Commands that wreck the sandbox they run in; the disk is emptied again at the end, so that the next
+command (the Python one is written to the disk first) can run."""
+ENV_IDS = {ShellEnv: "tools/Shell-v0", PythonSandboxEnv: "tools/PythonSandbox-v0"}
+
+
+class _Script(TextPolicy):
+    """Sends ``commands`` to the environment's command tool, one a turn, then gives up (submits, or answers
+    wrongly), or with ``repeat`` sends the last command again until the episode ends; ``before(env, turn)``
+    runs before each turn's action (a hand from outside the sandbox)."""
+
+    def __init__(self, *commands: str, repeat: bool = False, before=None) -> None:
+        self.commands, self.repeat, self.before, self.turn = commands, repeat, before, 0
+
+    async def act(self, env, messages, rng):
+        if self.before is not None:
+            await self.before(env, self.turn)
+        self.turn += 1
+        if self.turn > len(self.commands) and not self.repeat:
+            if isinstance(env, ShellEnv):
+                return env.format_call("submit")
+            return env.format_call("answer", value="not the answer")
+        source = self.commands[min(self.turn, len(self.commands)) - 1]
+        if isinstance(env, ShellEnv):
+            return env.format_call("bash", command=source)
+        return env.format_call("run_python", code=source)
+
+
+def _play(env_class: type, policy: TextPolicy, backend: str) -> agentgym.Trajectory:
+    """One episode through :func:`run_episode`, the path evaluation and training play every episode by."""
+    async def play() -> agentgym.Trajectory:
+        env = env_class(backend=backend, pool_size=1)
+        try:
+            task = Task(env_id=ENV_IDS.get(env_class, "tools/Shell-v0"), seed=0)
+            return await run_episode(env, policy, task)
+        finally:
+            await env.aclose()
+
+    return asyncio.run(play())
+
+
+@pytest.mark.parametrize("env_class", [ShellEnv, PythonSandboxEnv])
+@pytest.mark.parametrize("wreck", list(WRECKS))
+def test_an_agent_that_wrecks_its_own_sandbox_reads_what_happened_and_is_scored(backend, wreck, env_class):
+    """``kill -9 -1``, or a disk filled past ``disk_mb``: a result the agent reads, never an infrastructure
+    error, and the episode goes on to be scored."""
+    still_here = "echo still here" if env_class is ShellEnv else "print('still here')"
+    trajectory = _play(env_class, _Script(WRECKS[wreck][env_class], still_here), backend)
+    assert trajectory.status == "ok", trajectory.error
+    assert not trajectory.success and trajectory.reward == 0.0 and len(trajectory.turns) == 3
+    wrecked, after, end = (turn.observation[0].text for turn in trajectory.turns)
+    assert wrecked.startswith("Exit status:"), wrecked
+    if wreck == "fill the disk past its limit":
+        assert "No space left on device" in wrecked, wrecked
+    assert after.startswith("Exit status: 0") and "still here" in after, after
+    assert end.startswith("Not everything is done" if env_class is ShellEnv else "Incorrect"), end
+
+
+@pytest.mark.parametrize("command", ["chmod 000 /work", "setsid -f sh -c 'while :; do sleep 60 & done'"])
+def test_a_shell_agent_that_keeps_its_files_from_being_read_fails_its_episode(backend, command):
+    """A work dir closed to its own user, or every process slot taken by what the agent left running (which
+    ``local`` ends with the command): when the check cannot read the files, that is the agent's failure, not
+    an infrastructure error."""
+    trajectory = _play(ShellEnv, _Script(command), backend)
+    assert trajectory.status == "ok", trajectory.error
+    assert not trajectory.success and trajectory.reward == 0.0 and len(trajectory.turns) == 2
+    end = trajectory.turns[-1].observation[0].text
+    assert end.startswith("Error: your files could not be read back" if backend == "docker" or "chmod" in command
+                          else "Not everything is done"), end
+
+
+class _ShellOnItsMemory(ShellEnv):
+    """Shell whose work dir takes from its memory limit (``disk_mb=None``): filling it can bring the docker
+    sandbox down, as an agent could wherever the kernel kills the whole sandbox for its memory (gVisor)."""
+
+    sandbox_spec = ShellEnv.sandbox_spec.model_copy(update={"disk_mb": None})
+
+
+@pytest.mark.docker
+def test_a_sandbox_the_agent_brought_down_ends_its_episode_as_its_failure(docker_engine):
+    policy = _Script("head -c 3000M /dev/zero > fill", "echo still here", repeat=True)
+    trajectory = _play(_ShellOnItsMemory, policy, "docker")
+    assert trajectory.status == "ok", trajectory.error
+    assert not trajectory.success and trajectory.reward == 0.0
+    assert 2 <= len(trajectory.turns) <= 5  # the sandbox went down within a few commands, and that ended it
+    last = trajectory.turns[-1]
+    assert last.observation[0].text.startswith("Error: the sandbox was brought down by what ran in it")
+    assert "memory" in last.action_error
+
+
+async def _remove_from_outside(env, turn: int) -> None:
+    """On the first turn: remove the episode's sandbox from outside a second later, while a command runs."""
+    if turn:
+        return
+    sandbox_id = env.sandbox.id
+    if env.backend == "docker":
+        from agentgym.sandboxes.docker_engine import client
+
+        def remove() -> None:
+            client().api.remove_container(sandbox_id, force=True)
+    else:
+        from agentgym.sandboxes.local_sandbox import _destroy
+
+        def remove() -> None:
+            _destroy(sandbox_id)
+    loop = asyncio.get_running_loop()
+    loop.call_later(1.0, lambda: loop.run_in_executor(None, remove))
+
+
+def test_a_sandbox_removed_from_outside_mid_episode_is_an_infrastructure_error(backend):
+    trajectory = _play(ShellEnv, _Script("sleep 8; echo done", before=_remove_from_outside), backend)
+    assert trajectory.status == "error", trajectory.turns
+    assert trajectory.error.startswith("SandboxDied during env"), trajectory.error

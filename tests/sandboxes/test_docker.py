@@ -1,5 +1,6 @@
 """Docker-specific checks: the container really carries its limits, images are content-addressed, ports are
-reachable from the host, and a container that dies under a sandbox is reported as such."""
+reachable from the host, what the commands do cannot bring the container down, and a container that dies
+under a sandbox is reported as such (killed from inside, or from outside)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,17 @@ import warnings
 
 import pytest
 
-from agentgym.sandboxes import SandboxDied, SandboxError, SandboxUnavailable, open_sandbox, reap
+from agentgym.sandboxes import (
+    SandboxDied,
+    SandboxError,
+    SandboxKilledFromInside,
+    SandboxUnavailable,
+    open_sandbox,
+    reap,
+)
 from agentgym.sandboxes.base import LABEL, OWNER_LABEL, MiB, owner
 from agentgym.sandboxes.docker_engine import client
-from agentgym.sandboxes.docker_sandbox import live
+from agentgym.sandboxes.docker_sandbox import SERVER_CAPS, SHM_MB, live
 from agentgym.sandboxes.images import DEFINITIONS, build_images, content_tag, image_tag, rootfs_tag
 from agentgym.sandboxes.pool import SandboxPool
 from tests.sandboxes.conftest import run
@@ -44,16 +52,19 @@ def opened(docker_engine):
 
 
 def test_the_container_carries_every_limit_and_drops_every_privilege(opened):
-    sandbox = opened(memory_mb=300, pids=77, cpus=0.5)
+    sandbox = opened(memory_mb=300, disk_mb=200, pids=77, cpus=0.5)
     attrs = client().api.inspect_container(sandbox.id)
     host = attrs["HostConfig"]
     assert host["ReadonlyRootfs"] is True
-    assert host["CapDrop"] == ["ALL"]
+    assert host["CapDrop"] == ["ALL"] and host["CapAdd"] == SERVER_CAPS == ["SETUID", "SETGID", "KILL"]
     assert host["SecurityOpt"] == ["no-new-privileges"]
     assert host["NetworkMode"] == "none"
-    assert (host["PidsLimit"], host["Memory"], host["MemorySwap"]) == (77, 300 * MiB, 300 * MiB)
+    memory = (300 + 200 + 2 * SHM_MB) * MiB  # what the disks and shared memory hold is memory too
+    assert (host["PidsLimit"], host["Memory"], host["MemorySwap"]) == (77, memory, memory)
+    assert "size=150m" in host["Tmpfs"]["/work"] and "size=50m" in host["Tmpfs"]["/tmp"]  # 200 MiB in all
+    assert host["ShmSize"] == SHM_MB * MiB and host["Sysctls"]["kernel.shmmax"] == str(SHM_MB * MiB)
     assert host["NanoCpus"] == 500_000_000 and host["Init"] is True
-    assert attrs["Config"]["User"] == "1000:1000"
+    assert attrs["Config"]["User"] == "0:0"  # the init and the exec server; the commands run as 1000
     assert attrs["Config"]["Labels"][LABEL] == "1" and attrs["Config"]["Labels"][OWNER_LABEL] == owner()
     assert attrs["Config"]["Image"] == image_tag("python")
     inside = run(sandbox.exec("id -u; grep CapEff /proc/self/status; touch /etc/x 2>&1; echo ok > f; cat f",
@@ -181,11 +192,77 @@ def test_a_warm_container_killed_from_outside_is_found_dead_and_replaced_by_the_
 
 def test_a_sandbox_that_garbles_its_answer_stream_is_reported_dead_not_believed(opened):
     sandbox = opened()
-    with pytest.raises(SandboxDied):  # the container's init shares the server's stdout
-        run(sandbox.exec("printf 'garbage, not a frame' > /proc/1/fd/1; sleep 1", timeout=10))
+    refused = run(sandbox.exec("printf 'garbage, not a frame' > /proc/1/fd/1", timeout=10))
+    assert refused.exit_code != 0 and "Permission denied" in refused.stderr  # not from a command
+    # root, from outside: the init's stdout is the server's
+    garble = ["sh", "-c", "sleep 1; printf 'garbage, not a frame' > /proc/1/fd/1"]
+    client().api.exec_start(client().api.exec_create(sandbox.id, garble, user="0")["Id"], detach=True)
+    with pytest.raises(SandboxDied) as raised:
+        run(sandbox.exec("sleep 5", timeout=10))
+    assert not isinstance(raised.value, SandboxKilledFromInside)
     assert not sandbox.alive
     with pytest.raises(SandboxDied):
         run(sandbox.exec("true", timeout=10))
+
+
+def test_no_command_can_signal_the_server_or_the_init(opened):
+    sandbox = opened()
+    server = run(sandbox.exec("pgrep -u root -f AGENTGYM_EXEC_SERVER | tail -n 1", timeout=10)).stdout.strip()
+    assert server.isdigit() and server != "1"
+    attempt = run(sandbox.exec(f"kill -9 {server}; kill -9 1; kill -STOP {server}", timeout=10))
+    assert attempt.stderr.count("Operation not permitted") == 3, attempt
+    everything = run(sandbox.exec("sleep 300 & setsid -f sleep 301; kill -9 -1", timeout=10))
+    assert everything.exit_code == 137  # its own `timeout` died; the server answers on
+    left = run(sandbox.exec("ps -eo user=,args= | grep -c '^agent *sleep 30' || true", timeout=10))
+    assert left.ok and left.stdout.strip() == "0"  # what ran as the agent is gone, the server is not
+    assert run(sandbox.exec("cat /proc/self/oom_score_adj", timeout=10)).stdout.strip() == "1000"
+
+
+def test_a_full_disk_is_enospc_and_the_memory_of_processes_is_left_alone(opened):
+    sandbox = opened(memory_mb=64, disk_mb=64)
+    fill = ("for place in /work /tmp /dev/shm; do head -c 500M /dev/zero > $place/fill; echo $?; done;"
+            " df -m /work /tmp /dev/shm | tail -n 3")
+    full = run(sandbox.exec(fill, timeout=60))
+    assert full.stdout.splitlines()[:3] == ["1", "1", "1"] and full.stderr.count("No space left") == 3, full
+    system_v = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                "print(libc.shmget(0, 500 << 20, 0o1600), ctypes.get_errno())")
+    assert run(sandbox.exec(["python3", "-c", system_v], timeout=30)).stdout.split()[0] == "-1"
+    hog = "b = bytearray(48 << 20); b[::4096] = b'x' * len(b[::4096]); print('fine')"
+    assert run(sandbox.exec(["python3", "-c", hog], timeout=30)).stdout == "fine\n"  # memory_mb is still free
+    emptied = run(sandbox.exec("rm /work/fill /tmp/fill /dev/shm/fill && echo emptied", timeout=10))
+    assert emptied.stdout == "emptied\n"
+
+
+def test_a_container_killed_by_its_own_memory_limit_is_killed_from_inside(opened):
+    sandbox = opened(memory_mb=128, disk_mb=None)  # the work dir takes from memory_mb: filling it is fatal
+    with pytest.raises(SandboxKilledFromInside, match="ran out of memory"):
+        for _ in range(5):  # the kernel kills the filling command first, then the server when it next forks
+            run(sandbox.exec("head -c 1000M /dev/zero > fill", timeout=30))
+    assert not sandbox.alive
+    with pytest.raises(SandboxKilledFromInside):
+        run(sandbox.exec("true", timeout=10))
+
+
+@pytest.mark.parametrize("outside", ["rm -f", "kill"])
+def test_a_container_killed_from_outside_is_not_killed_from_inside_even_after_running_out_of_memory(
+        opened, outside):
+    sandbox = opened(memory_mb=64)
+    hog = run(sandbox.exec(["python3", "-c", "b = bytearray(1 << 31); b[::4096] = b'x' * len(b[::4096])"],
+                           timeout=60))
+    assert hog.exit_code == 137  # an out-of-memory kill in the container, which lives on
+
+    async def killed_while_running() -> None:
+        command = asyncio.ensure_future(sandbox.exec("sleep 30", timeout=60))
+        await asyncio.sleep(1)
+        if outside == "kill":
+            client().api.kill(sandbox.id)
+        else:
+            client().api.remove_container(sandbox.id, force=True)
+        await command
+
+    with pytest.raises(SandboxDied) as raised:
+        run(killed_while_running())
+    assert not isinstance(raised.value, SandboxKilledFromInside), raised.value
 
 
 def test_a_command_that_ignores_the_polite_stop_is_killed_and_counts_as_timed_out(opened):
