@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib
 import json
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,14 +16,14 @@ from typing import Any, NoReturn
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from agentgym.checker import CheckReport, run_checks
-from agentgym.errors import AgentGymError, EnvCheckError, RegistrationError
+from agentgym.check_pool import CheckOutcome, check_envs, usable_cores
+from agentgym.errors import AgentGymError, RegistrationError
 from agentgym.messages import Message
 from agentgym.models.cli import model
+from agentgym.progress import LiveProgress
 from agentgym.registration import families, list_envs, load_entry_point, make, spec, unavailable_families
 from agentgym.serve import serve_command
 
@@ -210,52 +209,35 @@ def _show(messages: list[Message]) -> None:
 @click.option("--family", help="Check every environment of this family (e.g. web, gui).")
 @click.option("--episodes", type=click.IntRange(min=1), default=3, show_default=True,
               help="Oracle episodes per difficulty level.")
-def check(env_ids: tuple[str, ...], check_all: bool, family: str | None, episodes: int) -> None:
-    """Run the conformance checks on environments; exit 1 if any fails."""
+@click.option("--concurrency", type=click.IntRange(min=1), default=usable_cores(), show_default="the cores",
+              help="Environments checked at once, each in a process of its own; of those that run a browser, and of "
+                   "those that run sandboxes, no more than the memory available holds (1 GiB each).")
+def check(env_ids: tuple[str, ...], check_all: bool, family: str | None, episodes: int, concurrency: int) -> None:
+    """Run the conformance checks on environments; exit 1 if any fails. Off a terminal, a line per environment
+    as it finishes (its result, seconds and failures); the table at the end lists them in order."""
     ids = _select(env_ids, check_all, family)
+    specs = [spec(env_id) for env_id in ids]
+    with LiveProgress("check", len(specs), console=err) as progress:
+
+        def show(outcome: CheckOutcome) -> None:
+            failures = "; ".join(" ".join(line.split()) for line in outcome.failures)
+            result = f"FAIL: {failures}" if failures else "pass"
+            progress.update(advance=1, status=f"{outcome.env_id} {outcome.seconds:.1f} s {result}", flush=True)
+
+        outcomes = check_envs(specs, episodes=episodes, concurrency=concurrency, on_outcome=show)
     table = Table("environment", "result", "seconds", "detail")
-    failed = 0
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=Console(stderr=True), transient=True) as progress:
-        bar = progress.add_task("checking", total=len(ids))
-        for env_id in ids:
-            progress.update(bar, description=f"checking {env_id}")
-            started = time.perf_counter()
-            try:
-                report = _checked(env_id, episodes)
-                failures = _failure_lines(report.failed)
-            except Exception as exc:  # it cannot be made or closed here (a browser, an engine missing; a bug)
-                failures = [f"{type(exc).__name__}: {exc}"]
-            seconds = f"{time.perf_counter() - started:.2f}"
-            if failures:
-                failed += 1
-                table.add_row(env_id, "[red]FAIL[/red]", seconds, Text("\n".join(failures)))  # no markup: "[check]"
-            else:
-                skipped = [f"{name} skipped: {why}" for name, why in report.skipped]
-                detail = ", ".join([name for name, _ in report.passed] + skipped)
-                table.add_row(env_id, "[green]pass[/green]", seconds, detail)
-            progress.advance(bar)
+    for outcome in outcomes:
+        seconds = f"{outcome.seconds:.2f}"
+        if outcome.failures:
+            table.add_row(outcome.env_id, "[red]FAIL[/red]", seconds, Text("\n".join(outcome.failures)))  # no markup: "[check]"
+        else:
+            skipped = [f"{name} skipped: {why}" for name, why in outcome.skipped]
+            table.add_row(outcome.env_id, "[green]pass[/green]", seconds, ", ".join([*outcome.passed, *skipped]))
     out.print(table)
+    failed = sum(not outcome.ok for outcome in outcomes)
     if failed:
         click.echo(f"{failed} of {len(ids)} environments failed their checks", err=True)
         sys.exit(1)
-
-
-def _failure_lines(failures: list[EnvCheckError]) -> list[str]:
-    """One line per distinct reason, naming the checks that failed for it (a missing engine fails them all)."""
-    checks: dict[str, list[str]] = {}
-    for failure in failures:
-        checks.setdefault(failure.reason, []).append(failure.check)
-    return [f"[{', '.join(names)}] {reason}" for reason, names in checks.items()]
-
-
-def _checked(env_id: str, episodes: int) -> CheckReport:
-    """The checks' report on a fresh ``env_id``, closed afterwards."""
-    env = make(env_id)
-    try:
-        return run_checks(env, episodes=episodes)
-    finally:
-        env.close()
 
 
 def _select(env_ids: tuple[str, ...], select_all: bool, family: str | None = None) -> list[str]:

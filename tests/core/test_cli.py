@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -73,6 +76,7 @@ def test_check_a_family_passes():
         (["eval", "--policy", "oracle"], "name environment ids, or pass --all or --family"),
         (["check", "--all", "--family", "games"], "name environment ids, or pass --all or --family"),
         (["check", "--family", "nope"], "no environments in family 'nope'; families: games"),
+        (["check", "games/FrozenLake-v0", "--concurrency", "0"], "Invalid value for '--concurrency': 0 is not in the range x>=1"),
         (["info", "nonsense"], "malformed environment id"),
         (["play", "games/Sokoban-v0", "--difficulty", "brutal"], "unknown difficulty"),
         (["frobnicate"], "No such command"),
@@ -138,3 +142,62 @@ def test_check_names_the_check_an_environment_crashed_in_and_goes_on_to_the_next
                      r"RuntimeError: container died", done.stdout), done.stdout
     assert re.search(r"test/CannotStart-v0\s+│ FAIL\s+│ [\d.]+\s+│ OSError: no display", done.stdout), done.stdout
     assert re.search(r"games/FrozenLake-v0\s+│ pass", done.stdout)
+
+
+ROOT = str(Path(__file__).parents[2])
+"""On the commands' PYTHONPATH, so that they (and their workers) can import the tests' environments."""
+
+
+def test_check_off_a_terminal_prints_a_line_per_environment_as_it_finishes(tmp_path):
+    # the second environment's check cannot end before the test says go, which it does on the first's line
+    check = subprocess.Popen([AGENTGYM, "check", "games/FrozenLake-v0", "tests.fixtures_checking:test/WaitsForTheTest-v0"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             env={**os.environ, "PYTHONPATH": ROOT, "AGENTGYM_TEST_RENDEZVOUS": str(tmp_path)})
+    printed: list[str] = []
+    reader = threading.Thread(target=lambda: printed.extend(check.stdout or ()), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 60
+    while not any("games/FrozenLake-v0" in line for line in printed) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    running, before_go = check.poll() is None, list(printed)
+    (tmp_path / "go.started").touch()
+    check.wait(timeout=120)
+    reader.join(timeout=10)
+    assert running and re.fullmatch(r"check 1/2 \d+:\d\d:\d\d  games/FrozenLake-v0 \d+\.\d s pass\n", before_go[-1]), printed
+    assert before_go[0] == "check 0/2 0:00:00\n" and len(before_go) == 2
+    assert re.fullmatch(r"check 2/2 \d+:\d\d:\d\d  test/WaitsForTheTest-v0 \d+\.\d s pass\n", printed[2]), printed
+    assert check.returncode == 0 and re.search(r"test/WaitsForTheTest-v0\s+│ pass", "".join(printed))
+
+
+def test_check_with_concurrency_2_checks_two_environments_at_once(tmp_path):
+    # each of the two is made only once the other has started (or after a minute on its own)
+    done = agentgym("check", "tests.fixtures_checking:test/MeetsA-v0", "test/MeetsB-v0", "--concurrency", "2",
+                    env={"PYTHONPATH": ROOT, "AGENTGYM_TEST_RENDEZVOUS": str(tmp_path)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    spans = [[float(t) for t in (tmp_path / f"{name}.span").read_text().split()] for name in "ab"]
+    assert max(start for start, _ in spans) < min(end for _, end in spans), spans
+    assert sorted(line.split()[3] for line in done.stderr.splitlines()[1:]) == ["test/MeetsA-v0", "test/MeetsB-v0"]
+
+
+def test_checks_at_once_give_the_results_of_checks_one_at_a_time():
+    ids = ["tests.fixtures_registering:test/ToolCrashes-v0", "test/CannotStart-v0", "games/Sokoban-v0",
+           "games/FrozenLake-v0", "gymnasium/CliffWalking-v1"]
+    if importlib.util.find_spec("textarena") is not None:  # its games seed Python's global random
+        ids += ["textarena/TicTacToe-v0", "textarena/Nim-v0", "textarena/Mastermind-v0"]
+    results = []
+    for concurrency in ("1", "3"):
+        done = agentgym("check", *ids, "--concurrency", concurrency, env={"PYTHONPATH": ROOT})
+        table = re.sub(r"│ \d+\.\d\d +│", "│ seconds │", done.stdout)
+        results.append((done.returncode, table, done.stderr.splitlines()[-1]))
+    assert results[0] == results[1]
+    assert results[0][0] == 1 and results[0][2] == f"2 of {len(ids)} environments failed their checks", results[0]
+    rows = [line.split("│")[1].strip() for line in results[0][1].splitlines() if line.startswith("│ ") and "/" in line]
+    assert rows == [i.split(":")[-1] for i in ids]  # in the order named
+
+
+def test_check_reports_an_environment_that_kills_its_worker_and_checks_the_others():
+    done = agentgym("check", "tests.fixtures_checking:test/KillsItsWorker-v0", "games/FrozenLake-v0", "games/Sokoban-v0",
+                    "--concurrency", "2", env={"PYTHONPATH": ROOT})
+    assert done.returncode == 1 and "1 of 3 environments failed" in done.stderr, done.stdout + done.stderr
+    assert re.search(r"test/KillsItsWorker-v0\s+│ FAIL\s+│ [\d.]+\s+│ its worker process died", done.stdout), done.stdout
+    assert re.search(r"games/FrozenLake-v0\s+│ pass", done.stdout) and re.search(r"games/Sokoban-v0\s+│ pass", done.stdout)
