@@ -11,10 +11,13 @@ from agentgym.inference.types import (
     ChatResult,
     EngineStats,
     FinishReason,
+    GenerationChunk,
     GenerationRequest,
     GenerationResult,
     InferenceEngine,
     SamplingParams,
+    StreamingEngine,
+    stream_generation,
 )
 
 ENGINES: dict[str, str] = {
@@ -44,10 +47,13 @@ __all__ = [
     "ChatResult",
     "EngineStats",
     "FinishReason",
+    "GenerationChunk",
     "GenerationRequest",
     "GenerationResult",
     "InferenceEngine",
     "SamplingParams",
+    "StreamingEngine",
     "engine_class",
     "load_engine",
+    "stream_generation",
 ]

@@ -28,6 +28,14 @@ class Sequence:
     versions: list[int] = field(default_factory=list)
     cancelled: bool = False
     resolved: bool = False
+    stream: asyncio.Queue[tuple[int, float, int] | None] | None = None
+    """Where a streamed request's tokens go as they are sampled, as (id, logprob, version), then ``None``
+    once the request is settled (``None`` for a request awaited whole)."""
+
+    def publish(self) -> None:
+        """Hand the last sampled token to the stream, if the request streams (from the worker thread)."""
+        if self.stream is not None:
+            self._post((self.token_ids[-1], self.logprobs[-1], self.versions[-1]))
 
     def context(self) -> list[int]:
         return self.request.prompt_ids + self.token_ids
@@ -52,6 +60,14 @@ class Sequence:
         if not self.resolved:
             self.resolved = True
             settle_future(self.loop, self.future, result, error)
+            if self.stream is not None:
+                self._post(None)  # after the future: a stream that reads the end finds the future settled
+
+    def _post(self, item: tuple[int, float, int] | None) -> None:
+        try:
+            self.loop.call_soon_threadsafe(self.stream.put_nowait, item)
+        except RuntimeError:  # the caller's event loop is closed: nobody is reading any more
+            pass
 
 
 @dataclass(eq=False)

@@ -1,10 +1,11 @@
 """The ``torch`` engine: a Hugging Face causal LM in-process with continuous (iteration-level) batching.
 
-``await generate(request)`` queues a request; one worker thread loops: apply pending weight updates,
-drop cancelled requests, prefill the waiting ones as a cohort and merge them into the running batch
-(up to ``max_batch_size`` rows), then run one decode step for every row on the shared KV cache and
-sample each row with its own generator (:mod:`agentgym.inference.sampling`). A finished row resolves
-its request and leaves the batch at once; new requests join at the next step.
+``await generate(request)`` queues a request (``stream(request)`` too, yielding its tokens as they are
+sampled); one worker thread loops: apply pending weight updates, drop cancelled requests, prefill the
+waiting ones as a cohort and merge them into the running batch (up to ``max_batch_size`` rows), then
+run one decode step for every row on the shared KV cache and sample each row with its own generator
+(:mod:`agentgym.inference.sampling`). A finished row resolves its request and leaves the batch at once;
+new requests join at the next step.
 
 Rules:
 
@@ -22,6 +23,8 @@ Rules:
   cached prefix of its prompt (all but its last token at most) and prefills only the rest. A weight
   update empties the cache, so no KV computed under old weights is ever reused.
 * If a model step raises, every request in that step gets the exception; the engine keeps serving.
+* A request leaves when it finishes or fails, or at the next step once its caller is cancelled (or stops
+  iterating its stream); :attr:`TorchEngine.in_flight` counts the requests that have not left.
 * :meth:`TorchEngine.close` resolves every request in flight with ``finish_reason="abort"`` and the
   tokens generated so far; ``generate`` after ``close`` raises :class:`RuntimeError`.
 """
@@ -33,7 +36,7 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +48,13 @@ from agentgym.inference._batch_requests import Sequence, WeightUpdate, settle_fu
 from agentgym.inference._prefix_cache import CachedPrefix, PrefixCache
 from agentgym.inference._torch_loading import eos_token_ids, load_model, load_state, read_checkpoint
 from agentgym.inference.sampling import sample_token, sampling_logprobs
-from agentgym.inference.types import EngineStats, FinishReason, GenerationRequest, GenerationResult
+from agentgym.inference.types import (
+    EngineStats,
+    FinishReason,
+    GenerationChunk,
+    GenerationRequest,
+    GenerationResult,
+)
 
 _PREFILL_TOKENS = 32768
 """Most (padded) tokens one prefill forward takes; a single longer prompt still goes alone."""
@@ -99,6 +108,7 @@ class TorchEngine:
         self._waiting: deque[Sequence] = deque()
         self._active: list[Sequence] = []
         self._batch: KVBatch | None = None
+        self._held = 0  # len(_waiting) + len(_active) as of the worker's last step, read under _cond
         self._thread = threading.Thread(target=self._run, name="agentgym-torch-engine", daemon=True)
         self._thread.start()
 
@@ -112,8 +122,54 @@ class TorchEngine:
         """The Hugging Face tokenizer that defines the ids."""
         return self._tokenizer
 
+    @property
+    def in_flight(self) -> int:
+        """Requests submitted and not yet finished, failed or dropped (a cancelled one leaves at the next step)."""
+        with self._cond:
+            return len(self._incoming) + self._held
+
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         """Generate one response to ``request``; cancelling the caller drops it at the next step."""
+        seq = self._submit(request, stream=False)
+        try:
+            return await seq.future
+        except asyncio.CancelledError:
+            seq.cancelled = True
+            raise
+
+    async def stream(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
+        """Generate one response to ``request``, yielding the tokens sampled since the previous chunk as they
+        come (the last chunk carries the finish reason); leaving the iteration early drops the request at
+        the next step."""
+        seq = self._submit(request, stream=True)
+        assert seq.stream is not None
+        try:
+            while True:
+                items = [await seq.stream.get()]
+                while not seq.stream.empty():
+                    items.append(seq.stream.get_nowait())
+                sampled = [item for item in items if item is not None]
+                finish: FinishReason | None = None
+                if items[-1] is None:  # settled: the future is done (settled before the end was posted)
+                    finish = (await seq.future).finish_reason
+                if sampled or finish is not None:
+                    ids, logprobs, versions = [list(c) for c in zip(*sampled)] if sampled else ([], [], [])
+                    yield GenerationChunk(
+                        request_id=request.request_id,
+                        token_ids=ids,
+                        logprobs=logprobs,
+                        versions=versions,
+                        finish_reason=finish,
+                        prompt_tokens=len(request.prompt_ids),
+                    )
+                if finish is not None:
+                    return
+        finally:
+            if not seq.future.done():
+                seq.cancelled = True
+
+    def _submit(self, request: GenerationRequest, *, stream: bool) -> Sequence:
+        """Check ``request`` and queue it for the worker."""
         prompt = request.prompt_ids
         if len(prompt) >= self.max_model_len:
             raise ValueError(
@@ -131,6 +187,8 @@ class TorchEngine:
             future=loop.create_future(),
             loop=loop,
             stop_window=4 * max(map(len, sampling.stop)) + 1 if sampling.stop else 0,
+            # Bounded: the worker posts at most max_tokens tokens, then the end.
+            stream=asyncio.Queue(maxsize=sampling.max_tokens + 1) if stream else None,
         )
         with self._cond:
             if self._closing:
@@ -139,11 +197,7 @@ class TorchEngine:
             self._stats.requests += 1
             self._stats.prompt_tokens += len(prompt)
             self._cond.notify()
-        try:
-            return await seq.future
-        except asyncio.CancelledError:
-            seq.cancelled = True
-            raise
+        return seq
 
     async def update_weights(
         self, weights: Mapping[str, Any] | str | Path, *, version: int | None = None
@@ -210,6 +264,7 @@ class TorchEngine:
                         self._cond.wait()
                     self._waiting.extend(self._incoming)
                     self._incoming.clear()
+                    self._held = len(self._waiting) + len(self._active)
                     updates = list(self._updates)
                     self._updates.clear()
                     sleeps = list(self._sleeps)
@@ -230,6 +285,7 @@ class TorchEngine:
                     self._decode()
                 with self._cond:
                     self._stats.busy_seconds += time.perf_counter() - started
+                    self._held = len(self._waiting) + len(self._active)
         for update in updates:
             update.settle(None, RuntimeError("the torch engine closed before the weight update was applied"))
         for _, future, loop in sleeps:
@@ -239,6 +295,8 @@ class TorchEngine:
         self._active, self._batch = [], None
         self._waiting.clear()
         self._prefix_cache.clear()
+        with self._cond:
+            self._held = 0
 
     def _apply_update(self, update: WeightUpdate) -> None:
         self._prefix_cache.clear()  # before loading: even a failed load may have changed some weights
@@ -364,6 +422,7 @@ class TorchEngine:
             seq.token_ids.append(token)
             seq.logprobs.append(value)
             seq.versions.append(self._version)
+            seq.publish()
             reason = self._finish_reason(seq)
             if reason is not None:
                 seq.resolve(reason)

@@ -4,12 +4,16 @@ Engines work on token ids (token-in, token-out): the rollout renders the convers
 model's chat template once, appends each observation's ids, and never re-tokenises history. Every
 generated token comes back with its behaviour log-probability (see :mod:`agentgym.inference.sampling`
 for exactly which distribution) and the policy version that sampled it.
+
+An engine that can hand out tokens as they are sampled is also a :class:`StreamingEngine`;
+:func:`stream_generation` streams from any engine, as one chunk at the end from one that cannot.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -78,6 +82,24 @@ class GenerationResult(BaseModel):
         return self
 
 
+class GenerationChunk(BaseModel):
+    """The tokens of one streamed response sampled since its previous chunk (see :class:`StreamingEngine`);
+    the chunks of a response, concatenated, hold the token ids, logprobs and versions of its result."""
+
+    request_id: str
+    token_ids: list[int]
+    logprobs: list[float]
+    versions: list[int]
+    finish_reason: FinishReason | None = None
+    """Set on the last chunk only, as :attr:`GenerationResult.finish_reason`."""
+    prompt_tokens: int
+
+    @classmethod
+    def of(cls, result: GenerationResult) -> GenerationChunk:
+        """A whole result as the one chunk of a response that was not streamed."""
+        return cls(**result.model_dump())
+
+
 class EngineStats(BaseModel):
     """Counters an engine keeps since it started (or since :meth:`InferenceEngine.reset_stats`)."""
 
@@ -139,6 +161,30 @@ class InferenceEngine(Protocol):
     async def close(self) -> None:
         """Stop, aborting requests in flight; safe to call twice."""
         ...
+
+
+@runtime_checkable
+class StreamingEngine(InferenceEngine, Protocol):
+    """An engine that can also hand out a response's tokens as they are sampled (the torch engine)."""
+
+    def stream(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
+        """Generate one response to ``request``, yielding its tokens in chunks as they are sampled; the last
+        chunk carries the finish reason. Leaving the iteration early (``break``, ``aclose()``, or cancelling
+        the task iterating) drops the request like cancelling ``generate``; a failure raises from it."""
+        ...
+
+
+async def stream_generation(
+    engine: InferenceEngine, request: GenerationRequest
+) -> AsyncIterator[GenerationChunk]:
+    """``request``'s tokens as ``engine`` samples them: through :meth:`StreamingEngine.stream` where the engine
+    has it, else one chunk holding the whole result once ``generate`` returns."""
+    if isinstance(engine, StreamingEngine):
+        async with contextlib.aclosing(engine.stream(request)) as chunks:
+            async for chunk in chunks:
+                yield chunk
+    else:
+        yield GenerationChunk.of(await engine.generate(request))
 
 
 class ChatResult(BaseModel):

@@ -3,11 +3,14 @@
 Endpoints: ``GET /v1/models``; ``POST /v1/chat/completions`` (tools and tool calls, ``n``, the
 sampled tokens' logprobs, SSE streaming); ``POST /v1/completions`` (text or token-id prompts, and
 vLLM's ``return_tokens_as_token_ids`` extension so a token-level client reads exact ids).
-Conversations are rendered with the model's chat template; tool calls are read back from the text
-with the Hermes parser. Streams are sent once the response is generated, in OpenAI's chunk format.
+Conversations are rendered with the model's chat template (in a worker thread); tool calls are read
+back from the text with the Hermes parser. Streams send the tokens as the engine samples them, in
+OpenAI's chunk format (:mod:`agentgym.serve.streaming`); a client that goes away cancels its requests.
 
-Errors use OpenAI's JSON shape: 400 names the bad field in ``param``; a request for a model other
-than the served one is a 404 naming the served model; an engine shut down mid-request is a 503.
+Errors use OpenAI's JSON shape: 400 names the bad field in ``param`` (``context_length_exceeded`` for
+a prompt that cannot fit the model's context, refused before it is rendered); a body over the size
+limit is a 413, refused before it is read; an unknown route is a 404 and a request for a model other
+than the served one a 404 naming the served model; an engine shut down mid-request is a 503.
 """
 
 from agentgym.serve.app import create_app, serve

@@ -1,12 +1,13 @@
-"""Between OpenAI's wire format and the engine: messages for the chat template, prompts, and the
-response, logprob and stream-chunk bodies built from generation results."""
+"""Between OpenAI's wire format and the engine: messages for the chat template, prompts (and the context
+limit they are checked against), the response and logprob bodies built from generation results, and a
+streamed response's text as it grows (:class:`TextStream`)."""
 
 from __future__ import annotations
 
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from agentgym.inference.types import GenerationResult
@@ -18,6 +19,44 @@ ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 
 if TYPE_CHECKING:
     pass
+
+
+class ContextLimit:
+    """The model's context, checked before a prompt is rendered (a bound from its characters) and after it
+    is tokenised (its exact length). ``max_tokens=None`` checks nothing (the engine still refuses a prompt
+    that leaves no room)."""
+
+    def __init__(self, tokenizer: Any, max_tokens: int | None) -> None:
+        self.max_tokens = max_tokens
+        # No token spans more characters than its vocabulary entry has (byte-level entries have one per
+        # byte; others at least one per character), so a text needs at least chars / widest tokens.
+        vocab = getattr(tokenizer, "get_vocab", None) if max_tokens else None
+        self.widest_token: int | None = max(map(len, vocab()), default=1) if vocab is not None else None
+
+    def check_chars(self, chars: int, items: int, param: str) -> None:
+        """Refuse a prompt of ``chars`` characters in ``items`` parts (messages, prompts) that cannot fit."""
+        if self.max_tokens is None or self.widest_token is None:
+            return
+        if chars > self.max_tokens * self.widest_token or items > self.max_tokens:
+            raise APIError(
+                400,
+                f"{param}: {chars} characters in {items} part(s) cannot fit this model's context of "
+                f"{self.max_tokens} tokens; shorten the prompt",
+                param=param,
+                code="context_length_exceeded",
+            )
+
+    def check_tokens(self, tokens: int, param: str) -> None:
+        """Refuse a prompt of ``tokens`` tokens that leaves no room to generate."""
+        if self.max_tokens is not None and tokens >= self.max_tokens:
+            raise APIError(
+                400,
+                f"{param}: the prompt is {tokens} tokens, which leaves no room to generate in this model's "
+                f"context of {self.max_tokens} tokens; shorten the prompt",
+                param=param,
+                code="context_length_exceeded",
+            )
+
 
 def chat_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """OpenAI chat messages as Hugging Face chat templates take them (tool-call arguments as dicts)."""
@@ -113,8 +152,20 @@ def render_prompt(tokenizer: Any, messages: list[dict[str, Any]], tools: list[di
     return list(encoded["input_ids"])
 
 
-def prompt_ids(tokenizer: Any, prompt: Any) -> list[list[int]]:
-    """A completion's prompts as token ids: a string, a list of ids, or a list of either."""
+def chat_prompt(
+    tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, context: ContextLimit
+) -> list[int]:
+    """A conversation's token ids, refused before it is rendered where it plainly cannot fit ``context``."""
+    converted = chat_messages(messages)
+    context.check_chars(sum(len(m["content"]) for m in converted), len(converted), "messages")
+    ids = render_prompt(tokenizer, converted, tools)
+    context.check_tokens(len(ids), "messages")
+    return ids
+
+
+def prompt_ids(tokenizer: Any, prompt: Any, context: ContextLimit | None = None) -> list[list[int]]:
+    """A completion's prompts as token ids: a string, a list of ids, or a list of either; with ``context``,
+    a string that plainly cannot fit it is refused before it is tokenised."""
     single = isinstance(prompt, str) or (
         isinstance(prompt, list) and prompt and all(_is_id(t) for t in prompt)
     )
@@ -129,9 +180,13 @@ def prompt_ids(tokenizer: Any, prompt: Any) -> list[list[int]]:
         raise problem
     prompts = []
     for item in items:
+        if isinstance(item, str) and context is not None:
+            context.check_chars(len(item), 1, "prompt")
         ids = tokenizer.encode(item) if isinstance(item, str) else item
         if not isinstance(ids, list) or not ids or not all(_is_id(t) and t < vocab for t in ids):
             raise problem
+        if context is not None:
+            context.check_tokens(len(ids), "prompt")
         prompts.append(ids)
     return prompts
 
@@ -166,30 +221,37 @@ def chat_choice(
             }
             for c in calls
         ]
-    logprobs = None
-    if body.logprobs:
-        logprobs = {
-            "content": [
-                {"token": piece, "logprob": lp, "bytes": list(piece.encode()), "top_logprobs": []}
-                for piece, lp in zip(_pieces(tokenizer, result.token_ids), result.logprobs)
-            ]
-        }
+    logprobs = chat_logprobs(tokenizer, result.token_ids, result.logprobs) if body.logprobs else None
     finish = "tool_calls" if calls else result.finish_reason
     return {"index": index, "message": message, "finish_reason": finish, "logprobs": logprobs}
 
 
-def completion_logprobs(tokenizer: Any, result: GenerationResult, as_ids: bool) -> dict[str, Any]:
-    pieces = _pieces(tokenizer, result.token_ids)
-    tokens = [f"token_id:{t}" for t in result.token_ids] if as_ids else pieces
-    offsets, position = [], 0
+def chat_logprobs(tokenizer: Any, token_ids: list[int], logprobs: list[float]) -> dict[str, Any]:
+    """A chat choice's ``logprobs``: each sampled token's text and logprob (no alternatives)."""
+    return {
+        "content": [
+            {"token": piece, "logprob": lp, "bytes": list(piece.encode()), "top_logprobs": []}
+            for piece, lp in zip(_pieces(tokenizer, token_ids), logprobs)
+        ]
+    }
+
+
+def completion_logprobs(
+    tokenizer: Any, token_ids: list[int], logprobs: list[float], as_ids: bool, start: int = 0
+) -> dict[str, Any]:
+    """A completion choice's ``logprobs``; ``text_offset`` counts from ``start`` (where a streamed chunk's
+    tokens begin in the text)."""
+    pieces = _pieces(tokenizer, token_ids)
+    tokens = [f"token_id:{t}" for t in token_ids] if as_ids else pieces
+    offsets, position = [], start
     for piece in pieces:
         offsets.append(position)
         position += len(piece)
     return {
         "tokens": tokens,
-        "token_logprobs": result.logprobs,
+        "token_logprobs": logprobs,
         "text_offset": offsets,
-        "top_logprobs": [{token: lp} for token, lp in zip(tokens, result.logprobs)],
+        "top_logprobs": [{token: lp} for token, lp in zip(tokens, logprobs)],
     }
 
 
@@ -216,43 +278,76 @@ def envelope(kind: str, model: str, choices: list[dict[str, Any]], usage: dict[s
     }
 
 
-def chat_chunks(response: dict[str, Any]) -> Iterable[dict[str, Any]]:
-    """A chat completion as the chunks a streaming server sends: role, content, tool calls, finish."""
-    head = {k: response[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
-    for choice in response["choices"]:
-        index, message = choice["index"], choice["message"]
-        deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
-        if message["content"]:
-            deltas.append({"content": message["content"]})
-        deltas += [
-            {"tool_calls": [{"index": k, **call}]} for k, call in enumerate(message.get("tool_calls", []))
-        ]
-        for delta in deltas:
-            yield head | {
-                "choices": [{"index": index, "delta": delta, "finish_reason": None, "logprobs": None}]
-            }
-        yield head | {
-            "choices": [
-                {
-                    "index": index,
-                    "delta": {},
-                    "finish_reason": choice["finish_reason"],
-                    "logprobs": choice["logprobs"],
-                }
-            ]
-        }
+class TextStream:
+    """One choice's response text while its tokens arrive, in pieces that never have to be taken back.
+
+    Tokens are decoded incrementally over a short window (a character whose bytes span several tokens
+    waits for its last one, so none is split); a trailing special token waits for the next token (the
+    end-of-turn token is not part of the text); text that is, or could be the start of, one of ``holds``
+    (the stop strings, and ``<tool_call>`` when tool calls are parsed) is held back, and nothing is sent
+    after the first one. ``hold_space`` also holds back trailing whitespace (a reply whose tool calls are
+    parsed has its content stripped). :meth:`rest` gives what the final text adds to the pieces sent.
+    """
+
+    def __init__(self, tokenizer: Any, holds: Iterable[str], *, hold_space: bool = False) -> None:
+        self._tokenizer = tokenizer
+        self._special = frozenset(tokenizer.all_special_ids)
+        self._holds = [h for h in holds if h]
+        self._hold_space = hold_space
+        self._ids: list[int] = []
+        self._window = 0  # the first id of the decode window
+        self._read = 0  # the ids before this one are decoded
+        self._pending = ""  # decoded and not sent
+        self._sent: list[str] = []
+        self._held = False  # a hold string was found: nothing more is sent
+
+    def push(self, token_ids: list[int]) -> str:
+        """Take newly sampled tokens; return the text that may be sent now (possibly empty)."""
+        self._ids.extend(token_ids)
+        if self._held:
+            return ""
+        end = len(self._ids) - (1 if self._ids and self._ids[-1] in self._special else 0)
+        if end > self._read:
+            decode = self._tokenizer.decode
+            before = decode(self._ids[self._window : self._read], skip_special_tokens=False)
+            text = decode(self._ids[self._window : end], skip_special_tokens=False)
+            if len(text) > len(before) and not text.endswith("\ufffd") and text.startswith(before):
+                self._pending += text[len(before) :]
+                self._window, self._read = self._read, end
+        return self._release()
+
+    def rest(self, final: str) -> str:
+        """What ``final`` (the whole response text, as a reply that is not streamed gives it) adds to the
+        pieces sent; empty where they are not its beginning."""
+        sent = "".join(self._sent)
+        return final[len(sent) :] if final.startswith(sent) else ""
+
+    def _release(self) -> str:
+        text = self._pending
+        found = [text.find(h) for h in self._holds if h in text]
+        if found:
+            self._held = True
+            ready = text[: min(found)]
+        else:
+            ready = text[: len(text) - self._partial_hold(text)]
+        if self._hold_space:
+            ready = ready.rstrip()
+        self._pending = text[len(ready) :]
+        if ready:
+            self._sent.append(ready)
+        return ready
+
+    def _partial_hold(self, text: str) -> int:
+        """The length of the longest end of ``text`` that begins one of the hold strings."""
+        longest = 0
+        for hold in self._holds:
+            for size in range(min(len(hold) - 1, len(text)), longest, -1):
+                if text.endswith(hold[:size]):
+                    longest = size
+                    break
+        return longest
 
 
-def completion_chunks(response: dict[str, Any]) -> Iterable[dict[str, Any]]:
-    for choice in response["choices"]:
-        yield {k: v for k, v in response.items() if k != "usage"} | {"choices": [choice]}
-
-
-async def sse_events(chunks: Iterable[dict[str, Any]], usage: dict[str, int] | None) -> AsyncIterator[str]:
-    """Server-sent events: one ``data:`` line per chunk, the usage chunk if asked for, then ``[DONE]``."""
-    last = None
-    for last in chunks:
-        yield f"data: {json.dumps(last)}\n\n"
-    if usage and last is not None:
-        yield f"data: {json.dumps(last | {'choices': [], 'usage': usage})}\n\n"
-    yield "data: [DONE]\n\n"
+def sse(data: dict[str, Any] | str) -> str:
+    """One server-sent event (``data: [DONE]`` for the string)."""
+    return f"data: {data if isinstance(data, str) else json.dumps(data)}\n\n"

@@ -105,11 +105,11 @@ def wait_until_serving(base_url: str, failed: Callable[[], str | None], timeout:
 
 
 @contextmanager
-def cli_server(model: Path) -> Iterator[str]:
-    """``agentgym serve --model MODEL`` as a subprocess; yields its ``/v1`` URL, stops it on exit."""
+def cli_server(model: Path, *options: str) -> Iterator[str]:
+    """``agentgym serve --model MODEL [OPTIONS]`` as a subprocess; yields its ``/v1`` URL, stops it on exit."""
     port = free_port()
     process = subprocess.Popen(
-        [AGENTGYM, "serve", "--model", str(model), "--port", str(port)],
+        [AGENTGYM, "serve", "--model", str(model), "--port", str(port), *options],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

@@ -409,3 +409,41 @@ def test_a_sleeping_engine_holds_generation_and_goes_on_where_it_was_on_waking(t
     interrupted, uninterrupted, held, asleep_at = asyncio.run(slept())
     assert held == 0 and 5 <= asleep_at < 120
     assert interrupted == uninterrupted and len(interrupted) == 120
+
+
+def test_stream_hands_out_the_tokens_of_generate_as_they_are_sampled(engine):
+    async def scenario():
+        sampling = {"max_tokens": 24, "seed": 11, "temperature": 1.0}
+        whole = await engine.generate(request(prompt(9), **sampling))
+        chunks = [chunk async for chunk in engine.stream(request(prompt(9), **sampling))]
+        return whole, chunks
+
+    whole, chunks = asyncio.run(scenario())
+    assert len(chunks) > 1 and all(c.finish_reason is None for c in chunks[:-1])
+    assert chunks[-1].finish_reason == whole.finish_reason
+    assert [t for c in chunks for t in c.token_ids] == whole.token_ids
+    assert [lp for c in chunks for lp in c.logprobs] == pytest.approx(whole.logprobs)
+    assert [v for c in chunks for v in c.versions] == whole.versions
+
+
+def test_leaving_a_stream_drops_its_request(tiny_model_dir):
+    async def scenario():
+        engine = TorchEngine(tiny_model_dir, device="cpu")
+        engine.eos_token_ids = frozenset()
+        try:
+            received = 0
+            async for chunk in engine.stream(request(prompt(5), max_tokens=5000)):
+                received += len(chunk.token_ids)
+                assert engine.in_flight == 1
+                if received >= 3:
+                    break
+            for _ in range(200):
+                if engine.in_flight == 0:
+                    break
+                await asyncio.sleep(0.01)
+            return engine.in_flight, engine.stats()
+        finally:
+            await engine.close()
+
+    in_flight, stats = asyncio.run(scenario())
+    assert in_flight == 0 and stats.generated_tokens < 1000
