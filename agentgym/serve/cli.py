@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from agentgym.serve.app import serve
 from agentgym.serve.guard import DEFAULT_MAX_BODY_BYTES
 
-if TYPE_CHECKING:
-    pass
 
 @click.command("serve")
 @click.option(

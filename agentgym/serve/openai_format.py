@@ -8,7 +8,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentgym.inference.types import GenerationResult
 from agentgym.parsers import HermesParser
@@ -16,9 +16,6 @@ from agentgym.serve.schemas import APIError, ChatCompletionRequest
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 """The message roles a chat request may use."""
-
-if TYPE_CHECKING:
-    pass
 
 
 class ContextLimit:
