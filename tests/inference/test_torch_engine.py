@@ -67,9 +67,21 @@ def test_logprobs_match_a_full_forward(engine, temperature, top_p):
         logits = engine.model(full).logits[0, len(ids) - 1 : -1]
     expected = token_logprobs(logits, torch.tensor(result.token_ids), temperature, top_p)
     assert torch.isfinite(expected).all()
-    torch.testing.assert_close(torch.tensor(result.logprobs), expected, atol=1e-4, rtol=1e-4)
+    clear = ~_nucleus_edge_is_a_tie(logits, temperature, top_p)
+    assert clear.sum() >= len(result.token_ids) - 2  # a tie is rare: excuse no more than two
+    torch.testing.assert_close(torch.tensor(result.logprobs)[clear], expected[clear], atol=1e-4, rtol=1e-4)
     assert result.versions == [0] * len(result.token_ids)
     assert result.prompt_tokens == len(ids)
+
+
+def _nucleus_edge_is_a_tie(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+    """Positions whose top-p nucleus is decided by float noise: a cumulative probability within 1e-5 of
+    ``top_p``, where a cached decode and a full forward may keep different sets (the tiny model's near-uniform
+    tokens make such ties; one lands at seed 3, temperature 1.5, top-p 0.5)."""
+    if temperature == 0.0 or top_p >= 1.0:
+        return torch.zeros(logits.shape[0], dtype=torch.bool)
+    cumulative = torch.softmax(logits / temperature, dim=-1).sort(dim=-1, descending=True).values.cumsum(dim=-1)
+    return ((cumulative - top_p).abs() < 1e-5).any(dim=-1)
 
 
 def test_greedy_equals_hf_generate(engine):
