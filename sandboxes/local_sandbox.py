@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import functools
 import os
 import resource
@@ -53,7 +54,7 @@ from agentgym.sandboxes.errors import (
     SandboxStartError,
     SandboxUnavailable,
 )
-from agentgym.sandboxes.exec_server import Capture
+from agentgym.sandboxes.exec_server import CANNOT_START, Capture
 from agentgym.sandboxes.process import SandboxProcess
 
 STATE_DIR = Path(tempfile.gettempdir()) / "agentgym-sandboxes"
@@ -111,7 +112,11 @@ class LocalSandbox(Sandbox):
     async def _exec(self, argv: list[str], *, timeout: float, stdin: bytes | None, env: dict[str, str],
                     cwd: str, limit: int) -> RawResult:
         started = time.monotonic()
-        proc = await self._start(timed_argv(argv, timeout), env, cwd, stdin=stdin is not None)
+        try:
+            proc = await self._start(timed_argv(argv, timeout), env, cwd, stdin=stdin is not None)
+        except OSError as exc:  # too long a command: the caller's doing, answered as a shell (and docker) would
+            reason = f"cannot start the command: {exc.strerror}\n".encode()
+            return RawResult(CANNOT_START, b"", reason, False, False)
         io = asyncio.gather(_capture(proc.stdout, limit), _capture(proc.stderr, limit), _feed(proc.stdin, stdin),
                             proc.wait())
         host_deadline = False
@@ -139,7 +144,9 @@ class LocalSandbox(Sandbox):
 
     async def _start(self, argv: list[str], env: dict[str, str], cwd: str, *, stdin: bool
                      ) -> asyncio.subprocess.Process:
-        """``argv`` started in the sandbox, with pipes to its stdout and stderr (and its stdin if asked)."""
+        """``argv`` started in the sandbox, with pipes to its stdout and stderr (and its stdin if asked). An
+        ``argv`` the kernel refuses as too long raises ``OSError`` (``E2BIG``); any other failure
+        :class:`SandboxDied`."""
         if not (self._state / "disk" / "work").is_dir():
             raise SandboxDied(f"the work dir of sandbox {self.id} is gone (reaped?)")
         environment = {"PATH": PATH, "HOME": self.spec.workdir, "LANG": "C.UTF-8", **env}
@@ -149,7 +156,11 @@ class LocalSandbox(Sandbox):
             return await asyncio.create_subprocess_exec(  # bwrap is pid 1 inside: no host environment
                 *command, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, env={}, preexec_fn=self._enter, start_new_session=True)
-        except (OSError, subprocess.SubprocessError) as exc:
+        except OSError as exc:
+            if exc.errno == errno.E2BIG:
+                raise
+            raise SandboxDied(f"could not start a command in sandbox {self.id}: {exc}") from exc
+        except subprocess.SubprocessError as exc:
             raise SandboxDied(f"could not start a command in sandbox {self.id}: {exc}") from exc
 
     async def _stop(self, proc: asyncio.subprocess.Process, io: asyncio.Future[list[Any]]) -> list[Any]:

@@ -50,6 +50,15 @@ def test_commands_run_with_output_exit_status_stdin_env_and_cwd(sandbox_of):
     assert run(sandbox.exec("echo oops >&2", timeout=10)).stderr == "oops\n"
 
 
+def test_a_command_too_long_for_the_kernel_is_refused_like_a_shell_refuses_it(sandbox_of):
+    """A megabyte in one argument passes Linux's per-argument limit: the command cannot start (exit 126, as a
+    shell answers), which is the caller's doing, not a dead sandbox; the sandbox goes on."""
+    sandbox = sandbox_of()
+    result = run(sandbox.exec(["echo", "x" * (1 << 20)], timeout=10))
+    assert result.exit_code == 126 and "Argument list too long" in result.stderr
+    assert run(sandbox.exec("echo fine", timeout=10)).stdout == "fine\n"
+
+
 def test_concurrent_commands_in_one_sandbox_each_get_their_own_answer(sandbox_of):
     sandbox = sandbox_of()
 
