@@ -13,9 +13,10 @@ from agentgym.sandboxes import SandboxUnavailable
 from agentgym.sandboxes.env import choose_backend
 from tests.conftest import docker_with_images
 
-SPECS = [s for s in agentgym.list_envs() if s.entry_point.startswith("agentgym.envs.") and ADAPTED not in s.tags]
+ALL_SPECS = [s for s in agentgym.list_envs() if s.entry_point.startswith("agentgym.")]
+"""The environments agentgym ships, bundled and adapted (not those other test modules register)."""
+SPECS = [s for s in ALL_SPECS if s.entry_point.startswith("agentgym.envs.") and ADAPTED not in s.tags]
 """The bundled environments (adapters of other packages' environments left out)."""
-ALL_SPECS = agentgym.list_envs()
 ON_DESKTOP = {s.id for s in ALL_SPECS if "desktop" in s.tags}
 IN_BROWSER = {s.id for s in ALL_SPECS if "browser" in s.tags}
 SERVED_BY_MCP = {s.id for s in ALL_SPECS if "mcp" in s.tags}
