@@ -409,8 +409,13 @@ def test_a_shell_agent_that_keeps_its_files_from_being_read_fails_its_episode(ba
     assert trajectory.status == "ok", trajectory.error
     assert not trajectory.success and trajectory.reward == 0.0 and len(trajectory.turns) == 2
     end = trajectory.turns[-1].observation[0].text
-    assert end.startswith("Error: your files could not be read back" if backend == "docker" or "chmod" in command
-                          else "Not everything is done"), end
+    unreadable, scored = "Error: your files could not be read back", "Not everything is done"
+    if "chmod" in command:
+        assert end.startswith(unreadable), end
+    elif backend == "docker":  # whether the loop holds the last process slot as the check runs is a race
+        assert end.startswith((unreadable, scored)), end
+    else:
+        assert end.startswith(scored), end
 
 
 class _ShellOnItsMemory(ShellEnv):
