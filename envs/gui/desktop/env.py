@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from agentgym.envs.gui.desktop.episode import Episode, lay_down, read_state
+from agentgym.envs.gui.desktop.episode import START_KEYS, Episode, lay_down, read_state
 from agentgym.envs.gui.desktop.screen import App, DesktopScreen
 from agentgym.envs.gui.desktop.tasks import TASKS
 from agentgym.envs.gui.env import GuiEnv, gui_opening
@@ -24,7 +24,16 @@ class DesktopEnv(GuiEnv, SandboxEnv):
     full screen. ``done`` reads the files back, and the window titles on screen: the reward is the mean score
     of the task's parts less a quarter for each file the task did not name that was changed, moved or deleted;
     success is every part done and nothing else touched. Docker only: the desktop's processes must outlive the
-    commands that start them, which the ``local`` backend does not allow."""
+    commands that start them, which the ``local`` backend does not allow.
+
+    The same seed and actions give the same observations, text and pixels: the task's files are dated
+    :data:`~agentgym.envs.tools.sandbox_io.FILE_TIME`, no application shows a clock, a blinking caret or an
+    animation, the helper reads the screen once it has stopped changing, and an application whose start-up
+    can end in more than one state is brought to one (:data:`~agentgym.envs.gui.desktop.episode.START_KEYS`).
+    What no seed sets: the sandbox's clock and host name, which an agent can bring on screen (a file it saved
+    shows its time of day in the editor's file dialog; ``date`` or ``hostname`` in the terminal), and a screen
+    that has not settled within the helper's limit (4 s: an animation, or a machine so loaded that the
+    applications never look idle), which is read as it is then."""
 
     difficulties = ("easy", "medium", "hard")
     default_max_turns = 30
@@ -63,7 +72,8 @@ class DesktopEnv(GuiEnv, SandboxEnv):
         sandbox = await self.start_sandbox()
         await lay_down(sandbox, self.episode)
         self._screen = DesktopScreen(sandbox, self.width, self.height)
-        await self._screen.start(tuple(App(argv, (0, 0, self.width, self.height)) for argv in self.episode.apps))
+        await self._screen.start(tuple(App(argv, (0, 0, self.width, self.height), START_KEYS.get(argv[0], ()))
+                                       for argv in self.episode.apps))
         return gui_opening(self, self.episode.instruction, await self.observe())
 
     async def score(self) -> tuple[float, bool]:

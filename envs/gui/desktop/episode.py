@@ -22,6 +22,13 @@ EDITOR = "mousepad"
 FILE_MANAGER = ("pcmanfm", "/work")
 TERMINAL = ("xterm", "-T", "Terminal", "-fa", "DejaVu Sans Mono", "-fs", "11", "-e", "bash", "--rcfile",
             "/etc/desktop/bashrc", "-i")
+START_KEYS: dict[str, tuple[str, ...]] = {"pcmanfm": ("ctrl+Home",)}
+"""Keys pressed in an application (by its program's name) once it has started, to bring it to one starting
+state. PCManFM gives its file list the keyboard focus in idle time while a thread reads the folder: when the
+list gets the focus after its rows it puts its cursor on the first row (a dotted frame), when it gets it before
+(a slow read: files whose type is guessed from their content, such as ``.tmp``, or a busy machine) there is no
+cursor, so the first screen, and what the arrow keys do, depended on which thread came first. ctrl+Home puts
+the cursor on the first row without selecting it, as the first order does."""
 Step = tuple[str, dict[str, Any]]
 """One oracle action: a tool's name and its arguments."""
 

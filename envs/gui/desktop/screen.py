@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from agentgym.envs.gui.keys import xdotool_combo
+from agentgym.envs.gui.keys import parse_combo, xdotool_combo
 from agentgym.errors import ToolError
 from agentgym.sandboxes.base import Sandbox
 from agentgym.sandboxes.errors import SandboxError
@@ -38,10 +38,14 @@ ACTIVATING_KEYS = frozenset({"enter", "space"})
 
 @dataclass(frozen=True)
 class App:
-    """An application of an episode: its command and where its window goes (the frame's x, y, width, height)."""
+    """An application of an episode: its command, where its window goes (the frame's x, y, width, height), and
+    the key combinations (such as ``"ctrl+Home"``) pressed in it once it has started and the screen has
+    settled, for an application whose start-up can end in more than one state (see
+    :data:`~agentgym.envs.gui.desktop.episode.START_KEYS`)."""
 
     argv: tuple[str, ...]
     geometry: tuple[int, int, int, int]
+    keys: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -73,9 +77,11 @@ class DesktopScreen:
         self._png = b""
 
     async def start(self, apps: tuple[App, ...]) -> None:
-        """Start X, the window manager and ``apps`` in turn (each placed once its window is mapped)."""
+        """Start X, the window manager and ``apps`` in turn (each placed once its window is mapped, then given
+        its keys once the screen has settled)."""
         request = {"width": self.width, "height": self.height,
-                   "apps": [{"argv": list(app.argv), "geometry": list(app.geometry)} for app in apps]}
+                   "apps": [{"argv": list(app.argv), "geometry": list(app.geometry),
+                             "keys": [xdotool_combo(parse_combo(combo)) for combo in app.keys]} for app in apps]}
         await self._helper("session", request, SESSION_TIMEOUT)
 
     async def click(self, x: int, y: int, *, button: str = "left", count: int = 1) -> None:

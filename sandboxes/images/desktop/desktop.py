@@ -4,8 +4,10 @@ it to settle, and read it (the windows, and the frame buffer as a PNG). Python's
 read through libX11 with ctypes and the screen from Xvfb's memory-mapped frame buffer (``-fbdir``).
 
     desktop session < JSON   start X and the window manager, then each application of {"width", "height",
-                             "apps": [{"argv": [...], "geometry": [x, y, width, height]}]} in turn, waiting
-                             for its window and placing it; prints the observation
+                             "apps": [{"argv": [...], "geometry": [x, y, width, height], "keys": [...]}]}
+                             in turn, waiting for its window and placing it, and when it has "keys" waiting
+                             for the screen to settle and pressing each (xdotool's spelling) in it; prints
+                             the observation
     desktop act < JSON       run ``xdotool ARGS...`` for each list of ARGS in {"commands": [ARGS, ...],
                              "quiet": SECONDS}, wait for the screen to settle (stay still for SECONDS);
                              prints the observation
@@ -59,8 +61,10 @@ WINDOW_WAIT = 15.0
 """The longest wait for an application's window to appear."""
 
 
-def session(spec: dict) -> None:
-    """Start X, the window manager and the applications of ``spec``, one after the other."""
+def session(spec: dict) -> float:
+    """Start X, the window manager and the applications of ``spec``, one after the other; return how long the
+    screen must then stay still to count as settled (:data:`START_QUIET` unless the last application has
+    settled already, before its keys)."""
     for sub in ("config/glib-2.0/settings", "cache", "data", "run", "log"):
         os.makedirs(f"{XDG}/{sub}", mode=0o700, exist_ok=True)
     os.makedirs(os.path.dirname(FRAME), exist_ok=True)
@@ -71,6 +75,7 @@ def session(spec: dict) -> None:
     _detach(["jwm", "-f", "/etc/desktop/jwmrc"], "jwm")
     _until(lambda: _property(display, _root(display), "_NET_SUPPORTING_WM_CHECK"), 10.0,
            "the window manager did not start")
+    quiet = START_QUIET
     for app in spec["apps"]:
         before = {w["id"] for w in _windows(display)}
         _detach(app["argv"], os.path.basename(app["argv"][0]))
@@ -80,7 +85,12 @@ def session(spec: dict) -> None:
         x, y, width, height = app["geometry"]
         _X.XMoveResizeWindow(display, window, x, y, width, height)
         _X.XSync(display, 0)
+        if app.get("keys"):
+            settle(START_QUIET)  # its window has the focus, and it has finished starting
+            act([["key", "--delay", "0", combo] for combo in app["keys"]])
+        quiet = QUIET if app.get("keys") else START_QUIET
     _X.XCloseDisplay(display)
+    return quiet
 
 
 def act(commands: list[list[str]]) -> None:
@@ -329,8 +339,7 @@ def main(argv: list[str]) -> None:
     command = argv[0] if argv else ""
     quiet = QUIET
     if command == "session":
-        session(json.load(sys.stdin))
-        quiet = START_QUIET
+        quiet = session(json.load(sys.stdin))
     elif command == "act":
         request = json.load(sys.stdin)
         act(request["commands"])
