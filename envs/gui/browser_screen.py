@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from agentgym.envs.gui.keys import playwright_combo
 from agentgym.envs.web.browser import Browser, page_failure
+from agentgym.envs.web.page_images import images_loaded
 
 T = TypeVar("T")
 DRAG_STEPS = 12
@@ -236,13 +237,16 @@ class BrowserScreen:
         await self._run(f"scroll at ({x}, {y})", _wheel(self.page, x, y, dx, dy))
 
     async def screenshot(self) -> bytes:
-        """The viewport as a PNG, without the text caret and with animations stopped."""
+        """The viewport as a PNG once the page's images have loaded, without the text caret and with animations
+        stopped."""
+        await self._run("wait for the page's images", images_loaded(self.page))
         return await self._run(
             "take a screenshot", self.page.screenshot(type="png", caret="hide", animations="disabled")
         )
 
     async def elements(self) -> str:
-        """The visible elements, one per line (see :data:`ELEMENTS_SCRIPT`)."""
+        """The visible elements once the page's images have loaded, one per line (see :data:`ELEMENTS_SCRIPT`)."""
+        await self._run("wait for the page's images", images_loaded(self.page))
         return await self._run("read the page", self.page.evaluate(ELEMENTS_SCRIPT))
 
     async def _run(self, what: str, action: Awaitable[T]) -> T:

@@ -18,6 +18,7 @@ from urllib.parse import urljoin, urlsplit
 from agentgym.core import Env
 from agentgym.envs.web.browser import NAVIGATION_TIMEOUT_MS, BrowserCrashed, page_failure
 from agentgym.envs.web.holder import BrowserHolder
+from agentgym.envs.web.page_images import images_loaded
 from agentgym.envs.web.page_watch import PageWatch
 from agentgym.envs.web.sites import OracleStep
 from agentgym.errors import ToolError
@@ -127,9 +128,11 @@ class WebEnv(BrowserHolder, Env):
         return await self.observe()
 
     async def observe(self) -> list[ContentPart]:
-        """The page as the agent sees it: URL, title, accessibility tree (and a screenshot if asked)."""
+        """The page as the agent sees it, once its images have loaded: URL, title, accessibility tree (and a
+        screenshot if asked)."""
         page = self._page
         try:
+            await images_loaded(page)
             title = await page.title()
             tree = await page.aria_snapshot(mode="ai")
             shot = self.screenshot or self.render_mode == "rgb_array"

@@ -7,6 +7,7 @@ import re
 import time
 
 import pytest
+from gymnasium.utils.env_checker import check_reset_seed_determinism
 
 import agentgym
 from agentgym.envs.miniwob.page import tasks
@@ -92,6 +93,15 @@ def test_the_same_seed_draws_the_same_task():
         first = env.reset(seed=5)[0][1].text
         assert env.reset(seed=5)[0][1].text == first
         assert any(env.reset(seed=seed)[0][1].text != first for seed in range(6, 9))
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("actions", ["elements", "pixels"])
+def test_the_same_seed_shows_the_same_page_icons_included(actions):
+    env = agentgym.make("miniwob/email-inbox-v0", actions=actions)
+    try:
+        check_reset_seed_determinism(env)  # before the page's images were waited for, its icons came by chance
     finally:
         env.close()
 
