@@ -75,13 +75,15 @@ class TextArenaEnv(Env):
 
         self.game_id = game
         self.players = 1 if game in SINGLE_PLAYER else 2
-        self.game = textarena.make(f"{game}-raw")
+        self._unplayed = textarena.make(f"{game}-raw")
+        self.game = copy.deepcopy(self._unplayed)
         self._reward = 0.0
         self._reason = ""
 
     def setup(self, difficulty: str, options: dict[str, Any]) -> list[Message]:
         if options:
             raise ValueError(f"unknown reset options for {self.game_id}: {sorted(options)}")
+        self.game = copy.deepcopy(self._unplayed)  # a game keeps state past its reset (KuhnPoker shuffles its deck in place)
         self.game.reset(num_players=self.players, seed=int(self.np_random.integers(2**31)))
         done = self._opponents_move()
         opening = self._seen()

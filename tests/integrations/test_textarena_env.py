@@ -53,6 +53,15 @@ def test_the_same_seed_replays_the_same_game():
     assert _random_episode(env, 3)[0] == _random_episode(env, 3)[0]
 
 
+@pytest.mark.parametrize("game", GAMES)
+def test_a_seed_deals_the_same_game_whatever_was_played_before(game):
+    env = agentgym.make(_env_id(game), parser="pythonic")
+    first = _random_episode(env, 3)[0]
+    _random_episode(env, 4)  # KuhnPoker shuffled its deck in place, so the next deal began from this one's
+    assert _random_episode(env, 3)[0] == first
+    env.close()
+
+
 def test_a_solved_puzzle_pays_one_and_counts_as_a_success():
     env = agentgym.make("textarena/GuessTheNumber-v0", parser="pythonic")
     env.reset(seed=0)
