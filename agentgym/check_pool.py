@@ -12,12 +12,12 @@ from __future__ import annotations
 import multiprocessing
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
-from agentgym.checker import run_checks
+from agentgym.checker import chosen_checks, run_checks
 from agentgym.errors import EnvCheckError
 from agentgym.registration import EnvSpec, make
 
@@ -79,13 +79,14 @@ def failure_lines(failures: Sequence[EnvCheckError]) -> list[str]:
     return [f"[{', '.join(names)}] {reason}" for reason, names in checks.items()]
 
 
-def check_one(env_spec: EnvSpec, episodes: int) -> CheckOutcome:
-    """Make ``env_spec``'s environment, run every check on it and close it (what a worker runs)."""
+def check_one(env_spec: EnvSpec, episodes: int, only: Collection[str] | None = None) -> CheckOutcome:
+    """Make ``env_spec``'s environment, run the checks (those named in ``only``) on it and close it (what a
+    worker runs)."""
     started = time.perf_counter()
     try:
         env = make(env_spec)
         try:
-            report = run_checks(env, episodes=episodes)
+            report = run_checks(env, episodes=episodes, only=only)
         finally:
             env.close()
     except Exception as exc:  # noqa: BLE001 - it cannot be made or closed here (no browser or engine; a bug)
@@ -94,17 +95,20 @@ def check_one(env_spec: EnvSpec, episodes: int) -> CheckOutcome:
                         skipped=tuple(report.skipped), failures=tuple(failure_lines(report.failed)))
 
 
-def check_envs(specs: Sequence[EnvSpec], *, episodes: int, concurrency: int, limits: Mapping[str, int] | None = None,
+def check_envs(specs: Sequence[EnvSpec], *, episodes: int, concurrency: int, only: Collection[str] | None = None,
+               limits: Mapping[str, int] | None = None,
                on_outcome: Callable[[CheckOutcome], None] | None = None) -> list[CheckOutcome]:
-    """Check every spec's environment in worker processes: at most ``concurrency`` at once, and at most
-    ``limits[tag]`` of those that have ``tag`` (by default :func:`heavy_limits`); call ``on_outcome`` here as each
-    finishes. Return the outcomes in the order of ``specs``.
+    """Check every spec's environment in worker processes (the checks named in ``only``, or all): at most
+    ``concurrency`` at once, and at most ``limits[tag]`` of those that have ``tag`` (by default
+    :func:`heavy_limits`); call ``on_outcome`` here as each finishes. Return the outcomes in the order of
+    ``specs``.
 
     A worker that dies takes down the checks running beside it: those run again, each on its own, and one whose
     worker dies on its own fails with that reason. Workers are started with ``spawn``, which imports the main
     module again: a script that calls this runs it under ``if __name__ == "__main__":``."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+    chosen_checks(only)  # an unknown check is refused here, not once per worker
     limits = heavy_limits(concurrency) if limits is None else limits
     outcomes: dict[int, CheckOutcome] = {}
     waiting = list(range(len(specs)))
@@ -117,7 +121,7 @@ def check_envs(specs: Sequence[EnvSpec], *, episodes: int, concurrency: int, lim
         while waiting or running:
             for index in _startable(specs, waiting, list(running.values()), alone, concurrency, limits):
                 waiting.remove(index)
-                running[pool.submit(check_one, specs[index], episodes)] = index
+                running[pool.submit(check_one, specs[index], episodes, only)] = index
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             if any(isinstance(future.exception(), BrokenProcessPool) for future in done):
                 done, _ = wait(running)  # the pool fails every check it was running: take them all, start afresh

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 import jsonschema
@@ -35,6 +35,8 @@ MALFORMED_ACTIONS: tuple[str, ...] = (
     "\x00\x01\x02 \ud7ff \U0001f600",
 )
 """Actions every environment must answer with an error observation instead of an exception."""
+CHECKS = ("gymnasium", "tool_schemas", "determinism", "malformed_actions", "oracle")
+"""The checks, in the order they run."""
 
 
 @dataclass
@@ -50,17 +52,18 @@ class CheckReport:
     """Checks that do not apply, and why: the oracle's of an environment without one (an adapted game)."""
 
 
-def check_env(env: Env, *, episodes: int = 3, seed: int = 0) -> CheckReport:
-    """Run every check on ``env`` (see :func:`run_checks`); raise the first failure as :class:`EnvCheckError`."""
-    report = run_checks(env, episodes=episodes, seed=seed)
+def check_env(env: Env, *, episodes: int = 3, seed: int = 0, only: Collection[str] | None = None) -> CheckReport:
+    """Run the checks on ``env`` (see :func:`run_checks`); raise the first failure as :class:`EnvCheckError`."""
+    report = run_checks(env, episodes=episodes, seed=seed, only=only)
     if report.failed:
         raise report.failed[0]
     return report
 
 
-def run_checks(env: Env, *, episodes: int = 3, seed: int = 0) -> CheckReport:
-    """Run every check on ``env`` and report each one, going on after a failure: a check fails on its own
-    :class:`EnvCheckError` or on any exception the environment raises while it runs.
+def run_checks(env: Env, *, episodes: int = 3, seed: int = 0, only: Collection[str] | None = None) -> CheckReport:
+    """Run every check on ``env`` (or those of :data:`CHECKS` named in ``only``) and report each one, going on
+    after a failure: a check fails on its own :class:`EnvCheckError` or on any exception the environment raises
+    while it runs.
 
     ``episodes`` oracle episodes are played per difficulty level, from seeds starting at ``seed``. An
     environment without an oracle (``oracle_action`` raises ``NotImplementedError``) replays random calls of
@@ -68,19 +71,22 @@ def run_checks(env: Env, *, episodes: int = 3, seed: int = 0) -> CheckReport:
     """
     if not isinstance(env, Env):
         raise EnvCheckError("type", f"expected an agentgym.Env, got {type(env).__name__}")
+    wanted = chosen_checks(only)
     report = CheckReport(env_id=env.spec.id if env.spec else type(env).__name__)
-    oracle = _has_oracle(env, seed)
+    oracle = bool({"determinism", "oracle"} & set(wanted)) and _has_oracle(env, seed)
     checks: list[tuple[str, Callable[[], None]]] = [
         ("gymnasium", lambda: _check_gymnasium(env, report)),
         ("tool_schemas", lambda: check_tool_schemas(env)),
         ("determinism", lambda: check_determinism(env, seed, oracle=oracle)),
         ("malformed_actions", lambda: check_malformed_actions(env, seed)),
     ]
-    if oracle:
+    if "oracle" in wanted and oracle:
         checks.append(("oracle", lambda: check_oracle(env, episodes, seed)))
-    else:
+    elif "oracle" in wanted:
         report.skipped.append(("oracle", "the environment has no oracle"))
     for name, check in checks:
+        if name not in wanted:
+            continue
         started = time.perf_counter()
         try:
             check()
@@ -93,6 +99,18 @@ def run_checks(env: Env, *, episodes: int = 3, seed: int = 0) -> CheckReport:
         else:
             report.passed.append((name, time.perf_counter() - started))
     return report
+
+
+def chosen_checks(only: Collection[str] | None) -> tuple[str, ...]:
+    """The checks named in ``only`` (every one for ``None``), in :data:`CHECKS`' order; a ``ValueError`` names
+    any that is not a check."""
+    if only is None:
+        return CHECKS
+    if isinstance(only, str):
+        only = (only,)
+    if unknown := sorted(set(only) - set(CHECKS)):
+        raise ValueError(f"unknown checks {unknown}; the checks are {', '.join(CHECKS)}")
+    return tuple(name for name in CHECKS if name in only)
 
 
 def _check_gymnasium(env: Env, report: CheckReport) -> None:

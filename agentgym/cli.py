@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from agentgym.check_pool import CheckOutcome, check_envs, usable_cores
+from agentgym.checker import CHECKS
 from agentgym.errors import AgentGymError, RegistrationError
 from agentgym.messages import Message
 from agentgym.models.cli import model
@@ -212,7 +213,10 @@ def _show(messages: list[Message]) -> None:
 @click.option("--concurrency", type=click.IntRange(min=1), default=usable_cores(), show_default="the cores",
               help="Environments checked at once, each in a process of its own; of those that run a browser, and of "
                    "those that run sandboxes, no more than the memory available holds (1 GiB each).")
-def check(env_ids: tuple[str, ...], check_all: bool, family: str | None, episodes: int, concurrency: int) -> None:
+@click.option("--only", "only", multiple=True, type=click.Choice(CHECKS),
+              help="Run only this check (repeatable); every check by default.")
+def check(env_ids: tuple[str, ...], check_all: bool, family: str | None, episodes: int, concurrency: int,
+          only: tuple[str, ...]) -> None:
     """Run the conformance checks on environments; exit 1 if any fails. Off a terminal, a line per environment
     as it finishes (its result, seconds and failures); the table at the end lists them in order."""
     ids = _select(env_ids, check_all, family)
@@ -224,7 +228,7 @@ def check(env_ids: tuple[str, ...], check_all: bool, family: str | None, episode
             result = f"FAIL: {failures}" if failures else "pass"
             progress.update(advance=1, status=f"{outcome.env_id} {outcome.seconds:.1f} s {result}", flush=True)
 
-        outcomes = check_envs(specs, episodes=episodes, concurrency=concurrency, on_outcome=show)
+        outcomes = check_envs(specs, episodes=episodes, concurrency=concurrency, only=only or None, on_outcome=show)
     table = Table("environment", "result", "seconds", "detail")
     for outcome in outcomes:
         seconds = f"{outcome.seconds:.2f}"

@@ -34,6 +34,19 @@ def test_a_crashing_tool_fails_the_checks_it_runs_in_and_the_others_still_run():
     assert all(isinstance(f.__cause__, RuntimeError) for f in report.failed)
 
 
+def test_only_the_checks_asked_for_run_and_an_unknown_one_is_refused_by_name():
+    env = ToolCrashes()
+    try:
+        report = run_checks(env, episodes=1, only=["malformed_actions", "gymnasium"])
+        assert [name for name, _ in report.passed] == ["gymnasium", "malformed_actions"]
+        assert report.failed == [] and report.skipped == []  # the crashing tool's determinism and oracle never ran
+        assert [f.check for f in run_checks(env, episodes=1, only=["oracle"]).failed] == ["oracle"]
+        with pytest.raises(ValueError, match=r"unknown checks \['gymnasuim'\]; the checks are gymnasium, tool_schemas"):
+            run_checks(env, only=["gymnasuim"])
+    finally:
+        env.close()
+
+
 def test_a_crashing_reset_fails_every_check_that_resets():
     env = ResetCrashes()
     try:

@@ -77,6 +77,7 @@ def test_check_a_family_passes():
         (["check", "--all", "--family", "games"], "name environment ids, or pass --all or --family"),
         (["check", "--family", "nope"], "no environments in family 'nope'; families: games"),
         (["check", "games/FrozenLake-v0", "--concurrency", "0"], "Invalid value for '--concurrency': 0 is not in the range x>=1"),
+        (["check", "games/FrozenLake-v0", "--only", "gym"], "Invalid value for '--only': 'gym' is not one of 'gymnasium'"),
         (["info", "nonsense"], "malformed environment id"),
         (["play", "games/Sokoban-v0", "--difficulty", "brutal"], "unknown difficulty"),
         (["frobnicate"], "No such command"),
@@ -130,6 +131,13 @@ def test_check_reports_an_environment_it_cannot_run_and_goes_on_to_the_next():
     assert done.returncode == 1 and "1 of 2 environments failed" in done.stderr
     assert "SandboxUnavailable: no Docker engine answers" in done.stdout
     assert re.search(r"games/FrozenLake-v0\s+│ pass", done.stdout)
+
+
+def test_check_runs_only_the_checks_named():
+    done = agentgym("check", "tests.fixtures_registering:test/ToolCrashes-v0", "--only", "gymnasium", "--only",
+                    "tool_schemas", env={"PYTHONPATH": str(Path(__file__).parents[2])})
+    assert done.returncode == 0, done.stdout + done.stderr  # its tool crashes only in the checks left out
+    assert re.search(r"test/ToolCrashes-v0\s+│ pass\s+│ [\d.]+\s+│ gymnasium, tool_schemas\s", done.stdout), done.stdout
 
 
 def test_check_names_the_check_an_environment_crashed_in_and_goes_on_to_the_next():
