@@ -11,6 +11,7 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -32,28 +33,31 @@ out = Console(highlight=False, width=None if sys.stdout.isatty() else 140)
 err = Console(stderr=True, highlight=False)
 
 
+COMMAND_GROUP = "agentgym.commands"
+"""The entry-point group of commands that live outside the core (``train`` and ``sft`` in the trainers,
+``sandbox`` in the sandboxes): each entry point is named for its command and loads it when run."""
 _LAZY_COMMANDS = {
-    "train": ("agentgym.trainers.cli", "train_command"),
-    "sft": ("agentgym.trainers.sft_cli", "sft_command"),
-    "sandbox": ("agentgym.sandboxes.cli", "sandbox_group"),
     "eval": ("agentgym.evaluation.cli", "eval_command"),
     "compare": ("agentgym.evaluation.cli", "compare_command"),
     "leaderboard": ("agentgym.evaluation.cli", "leaderboard_command"),
 }
-"""Commands imported only when run (the trainers pull in torch and TRL; evaluation, matplotlib)."""
+"""The core's own commands imported only when run (evaluation pulls in matplotlib)."""
 
 
 class _Cli(click.Group):
     """A group whose usage errors are one line on stderr with exit status 2, with the commands of
-    :data:`_LAZY_COMMANDS` loaded when run."""
+    :data:`_LAZY_COMMANDS` and :data:`COMMAND_GROUP` loaded when run (the trainers pull in torch and TRL)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted([*super().list_commands(ctx), *_LAZY_COMMANDS])
+        return sorted({*super().list_commands(ctx), *_LAZY_COMMANDS, *_plugin_commands()})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in _LAZY_COMMANDS:
             module, name = _LAZY_COMMANDS[cmd_name]
             return getattr(importlib.import_module(module), name)
+        if (entry := _plugin_commands().get(cmd_name)) is not None:
+            command: click.Command = entry.load()
+            return command
         return super().get_command(ctx, cmd_name)
 
     def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
@@ -69,6 +73,11 @@ class _Cli(click.Group):
             sys.exit(exc.exit_code)
         except click.Abort:
             sys.exit(130)
+
+
+def _plugin_commands() -> dict[str, EntryPoint]:
+    """The commands of :data:`COMMAND_GROUP`, by name."""
+    return {entry.name: entry for entry in entry_points(group=COMMAND_GROUP)}
 
 
 def _fail(reason: str) -> NoReturn:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from types import TracebackType
 from typing import Self
@@ -98,3 +100,20 @@ class LiveProgress:
         elapsed = timedelta(seconds=int(self._printed - self._started))
         line = f"{self.description} {self.done}/{self.total} {elapsed}"
         self._console.print(f"{line}  {status}" if status else line, markup=False, highlight=False, soft_wrap=True)
+
+
+@contextmanager
+def quiet_progress_bars() -> Iterator[None]:
+    """Hide transformers' "Loading weights" progress bar for the block (a model loaded under a live bar of
+    ours); restore both libraries' settings after."""
+    from huggingface_hub import utils as hub_utils
+    from transformers.utils import logging as hf_logging
+
+    transformers_on, hub_off = hf_logging.is_progress_bar_enabled(), hub_utils.are_progress_bars_disabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if transformers_on:
+            hf_logging.enable_progress_bar()  # turns the hub's on too: set them back below
+        (hub_utils.disable_progress_bars if hub_off else hub_utils.enable_progress_bars)()

@@ -2,7 +2,9 @@
 
 Bundled environments and third-party packages register through the entry-point group
 ``agentgym.envs`` (an entry point names a function that calls :func:`register`, or a module that
-does so on import). Plugins are loaded on the first lookup, never at import time.
+does so on import). Plugins are loaded on the first lookup, never at import time. A family whose ids are
+found on demand (``gymnasium/Taxi-v3`` reaches any Gymnasium environment) registers a resolver with
+:func:`register_id_family`; the registry itself imports no environment.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import importlib
 import importlib.util
 import re
 import warnings
+from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -24,8 +27,6 @@ ENTRY_POINT_GROUP = "agentgym.envs"
 ADAPTED = "adapted"
 """The tag of environments whose tasks come from another package (Gymnasium, TextArena, MiniWoB++): they may
 have no oracle, and the bundled environments' checks and the tokenizer's corpus leave them out."""
-GYMNASIUM = "gymnasium"
-"""The family (and ``make`` prefix) under which Gymnasium's own environments are played."""
 _ID = re.compile(r"^(?P<family>[A-Za-z][\w.-]*)/(?P<name>[A-Za-z][\w.]*(?:-[\w.]+)*?)-v(?P<version>\d+)$")
 """``family/Name-vN``: the name starts with a letter and may hold hyphens (``miniwob/click-tab-2-v0``)."""
 
@@ -79,6 +80,7 @@ class EnvSpec(BaseModel):
 
 _registry: dict[str, EnvSpec] = {}
 _unavailable_families: dict[str, str] = {}
+_id_families: dict[str, Callable[[str], EnvSpec]] = {}
 _family_descriptions: dict[str, str] = {}
 _plugins_loaded = False
 
@@ -127,16 +129,23 @@ def register(
     return spec
 
 
-def spec(env_id: str) -> EnvSpec:
-    """The spec registered under ``env_id`` (``module:id`` imports ``module`` first). A Gymnasium id,
-    ``gymnasium:Taxi-v4`` or ``gymnasium/Taxi-v4``, is registered as the latter on first use."""
-    env_id = _import_prefix(env_id)
-    _load_plugins()
-    found = _registry.get(env_id)
-    if found is None and env_id.startswith(f"{GYMNASIUM}/"):
-        from agentgym.integrations.gymnasium_env import register_gymnasium
+def register_id_family(family: str, resolve: Callable[[str], EnvSpec]) -> None:
+    """Let an unregistered id ``family/<name>`` (or ``family:<name>``) be found by ``resolve(name)``, which
+    registers it and returns its spec or raises :class:`UnknownEnvError` (how ``gymnasium/...`` reaches any of
+    Gymnasium's environments)."""
+    _id_families[family] = resolve
 
-        return register_gymnasium(env_id.removeprefix(f"{GYMNASIUM}/"))
+
+def spec(env_id: str) -> EnvSpec:
+    """The spec registered under ``env_id`` (``module:id`` imports ``module`` first). An id of a family that
+    resolves ids on demand (:func:`register_id_family`), such as ``gymnasium:Taxi-v3`` or ``gymnasium/Taxi-v3``,
+    is registered as the latter on first use."""
+    _load_plugins()
+    env_id = _import_prefix(env_id)
+    found = _registry.get(env_id)
+    family, _, name = env_id.partition("/")
+    if found is None and family in _id_families:
+        return _id_families[family](name)
     if found is None:
         family = _ID.match(env_id)
         missing = _unavailable_families.get(family["family"]) if family else None
@@ -206,13 +215,13 @@ def load_entry_point(entry_point: str) -> type[Env]:
 
 
 def _import_prefix(env_id: str) -> str:
-    """Import the module of a ``module:family/Name-vN`` id and return the plain id (``gymnasium:Name-vN``
-    becomes ``gymnasium/Name-vN``)."""
+    """Import the module of a ``module:family/Name-vN`` id and return the plain id (``family:Name-vN`` of a
+    family of :func:`register_id_family` becomes ``family/Name-vN``)."""
     module, sep, rest = env_id.partition(":")
     if not sep or "/" in module:
         return env_id
-    if module == GYMNASIUM:
-        return f"{GYMNASIUM}/{rest}"
+    if module in _id_families:
+        return f"{module}/{rest}"
     try:
         importlib.import_module(module)
     except ImportError as exc:
@@ -221,22 +230,21 @@ def _import_prefix(env_id: str) -> str:
 
 
 def _load_plugins() -> None:
-    """Register the bundled environments, then every package's ``agentgym.envs`` entry points, once."""
+    """Load the ``agentgym.envs`` entry points once: agentgym's own first (a failure there is raised), then every
+    other package's (a failure there is a warning)."""
     global _plugins_loaded
     if _plugins_loaded:
         return
     _plugins_loaded = True
-    from agentgym.envs import register_envs
-
-    register_envs()
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.value == f"{register_envs.__module__}:{register_envs.__name__}":
-            continue
+    plugins = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: not ep.value.startswith("agentgym."))
+    for ep in plugins:
         try:
             loaded = ep.load()
             if callable(loaded):
                 loaded()
         except Exception as exc:  # a broken plugin must not take the whole registry down
+            if ep.value.startswith("agentgym."):
+                raise
             warnings.warn(f"the agentgym.envs plugin {ep.name!r} ({ep.value}) failed to load: {exc}", stacklevel=3)
 
 

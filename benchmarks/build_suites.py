@@ -107,7 +107,7 @@ SUITES = {
                  "against a fixed random opponent, judged and paid by TextArena.",
                  "`pip install 'agentgym[textarena]'`", (TEXTARENA,),
                  source="The games are TextArena 0.7.4's (Guertler et al., 2025) that run offline here (see "
-                        "`agentgym/integrations/textarena_env.py` for those left out and why)."),
+                        "`envs/textarena/env.py` for those left out and why)."),
         SuiteDef("all-v0", "Every bundled family: games-v0, tools-v0, web-v0 and gui-v0 together.",
                  "The whole range at once, from grid games to desktop chores.",
                  "everything the four suites need", (GAMES, TOOLS, WEB, WIDGET_TASKS, DESKTOP_TASKS)),

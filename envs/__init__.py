@@ -5,9 +5,9 @@ from agentgym.envs.gui.desktop.tasks import register_desktop_envs
 from agentgym.envs.gui.widgets.tasks import register_widget_envs
 from agentgym.envs.mcp import register_mcp_envs
 from agentgym.envs.miniwob import register_miniwob_envs
-from agentgym.integrations.gymnasium_env import register_gymnasium_classics
-from agentgym.integrations.textarena_env import register_textarena_envs
-from agentgym.registration import register
+from agentgym.envs.gymnasium.env import GYMNASIUM, register_gymnasium, register_gymnasium_classics
+from agentgym.envs.textarena.env import register_textarena_envs
+from agentgym.registration import register, register_id_family
 
 WEB = {"requires": ("playwright", "fastapi", "jinja2", "uvicorn", "PIL"), "extra": "web"}
 """What the web and widget environments need beyond agentgym's core (their sites, the browser)."""
@@ -72,4 +72,5 @@ def register_envs() -> None:
     register_textarena_envs()
     register_miniwob_envs()
     register_mcp_envs()
+    register_id_family(GYMNASIUM, register_gymnasium)
     register_gymnasium_classics()

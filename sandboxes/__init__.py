@@ -21,6 +21,8 @@ BACKENDS: dict[str, str] = {
     "local": "agentgym.sandboxes.local_sandbox",
 }
 """Backend name -> the module holding its ``create(spec)`` and ``reap(everything)``; imported when asked."""
+AUTO_ORDER = ("docker", "local")
+"""Backends ``backend="auto"`` tries, in order: the first whose prerequisites are here is used."""
 
 
 def backend_module(name: str) -> Any:
@@ -28,6 +30,22 @@ def backend_module(name: str) -> Any:
     if name not in BACKENDS:
         raise ValueError(f"unknown sandbox backend {name!r}; choose one of: {', '.join(BACKENDS)}")
     return importlib.import_module(BACKENDS[name])
+
+
+def choose_backend(name: str, spec: SandboxSpec) -> str:
+    """``name`` itself, or for ``auto`` the first of :data:`AUTO_ORDER` whose prerequisites (and, for docker,
+    the spec's image) are here; raises :class:`SandboxUnavailable` listing why each was passed over."""
+    if name != "auto":
+        backend_module(name)
+        return name
+    reasons = []
+    for candidate in AUTO_ORDER:
+        try:
+            backend_module(candidate).check(spec)
+            return candidate
+        except SandboxUnavailable as exc:
+            reasons.append(f"{candidate}: {exc}")
+    raise SandboxUnavailable("no sandbox backend is usable here; " + "; ".join(reasons))
 
 
 async def open_sandbox(backend: str = "docker", spec: SandboxSpec | None = None, **fields: Any) -> Sandbox:

@@ -11,7 +11,7 @@ import click
 
 from agentgym.sandboxes import BACKENDS, ExecResult, SandboxSpec, open_sandbox, reap
 from agentgym.sandboxes.base import TIMEOUT_EXIT
-from agentgym.sandboxes.env import choose_backend
+from agentgym.sandboxes import choose_backend
 from agentgym.sandboxes.errors import SandboxError
 
 SANDBOX_FAILURE_EXIT = 125

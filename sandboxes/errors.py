@@ -27,7 +27,7 @@ class SandboxDied(SandboxError):
 class SandboxKilledFromInside(SandboxDied):
     """The sandbox died of what ran inside it, not of anything outside: the kernel killed it for its own
     memory limit. Where the agent's commands ran there, the agent brought it down: an environment ends the
-    episode as the agent's failure (:class:`agentgym.sandboxes.env.SandboxEnv`), not as an infrastructure
+    episode as the agent's failure (:class:`agentgym.envs.sandboxed.SandboxEnv`), not as an infrastructure
     error."""
 
 

@@ -1,5 +1,5 @@
 """One optimizer step of the corrected PPO loss on a batch of trajectories, with its metrics: in this process, or
-as one rank of a distributed trainer (:mod:`agentgym.trainers.ranks`) on its share of the batch."""
+as one rank of a distributed trainer (:mod:`agentgym.trainers.rank_group`) on its share of the batch."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import torch
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from agentgym.algorithms import entropy_from_logits, k3_kl, masked_mean, policy_loss
-from agentgym.inference._torch_loading import quiet_progress_bars
+from agentgym.progress import quiet_progress_bars
 from agentgym.inference.sampling import token_logprobs
 from agentgym.trainers.batch import Share, TrainBatch, shares
 from agentgym.trainers.config import TrainConfig

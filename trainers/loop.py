@@ -44,14 +44,14 @@ from agentgym.config import dump_config, load_config
 from agentgym.errors import AgentGymError
 from agentgym.evaluation.records import RunSpec, tasks_digest
 from agentgym.evaluation.run import run_evaluation
-from agentgym.inference._torch_loading import quiet_progress_bars
+from agentgym.progress import quiet_progress_bars
 from agentgym.inference.types import SamplingParams
 from agentgym.metrics_log import JSONL_NAME, MetricsLog, plot_curves, read_metrics, rewind_jsonl
 from agentgym.registration import make
 from agentgym.rollout.background import BackgroundLoop
 from agentgym.rollout.config import RolloutConfig
 from agentgym.rollout.iterate import drain
-from agentgym.rollout.lm_policy import LMPolicy
+from agentgym.policies.lm import LMPolicy
 from agentgym.rollout.runner import Backend, LocalBackend
 from agentgym.rollout.scheduler import RolloutScheduler, group_id
 from agentgym.rollout.stream import TrajectoryStream
@@ -73,7 +73,7 @@ from agentgym.trainers.learner import MODEL_DIR, Learner, load_model, resolve_de
 from agentgym.trainers.metrics import by_environment, eval_by_environment
 from agentgym.trainers.mixture import SuiteMixture
 from agentgym.trainers.progress import TrainProgress
-from agentgym.trainers.ranks import RankGroup, TrainerRankError
+from agentgym.trainers.rank_group import RankGroup, TrainerRankError
 from agentgym.trainers.report import write_report
 from agentgym.trainers.sampler import TaskSampler
 from agentgym.trajectory import Trajectory

@@ -28,7 +28,7 @@ from agentgym.config import dump_config
 from agentgym.metrics_log import JSONL_NAME, MetricsLog
 from agentgym.policies import get_policy
 from agentgym.rollout.config import RolloutConfig
-from agentgym.rollout.demonstrations import DemonstrationPolicy
+from agentgym.policies.demonstrations import DemonstrationPolicy
 from agentgym.rollout.iterate import iterate_rollouts
 from agentgym.tasks import Task, TaskSet
 from agentgym.trainers.sft_config import SFTData, SFTRunConfig, TRLSettings

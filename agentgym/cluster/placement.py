@@ -5,6 +5,9 @@ node and none goes to a node without the label."""
 
 from __future__ import annotations
 
+import warnings
+from importlib.metadata import entry_points
+
 import ray
 
 from agentgym.errors import AgentGymError
@@ -14,6 +17,9 @@ SLIVER = 0.001
 """How much of a label resource one worker asks for: a node labelled with 1 takes up to a thousand."""
 NEEDS = {"browser": "chromium", "desktop": "docker"}
 """The label a node must offer for an environment with each tag."""
+LABEL_GROUP = "agentgym.node_labels"
+"""The entry-point group of label probes: each entry point is named for a label and loads a function that says
+whether this machine offers it (the envs register ``chromium``, the sandboxes ``docker``)."""
 
 
 def env_resources(spec: EnvSpec) -> dict[str, float]:
@@ -55,20 +61,13 @@ def _quantity(name: str, value: float) -> str:
 
 
 def local_labels() -> dict[str, float]:
-    """The labels this machine earns: ``chromium`` where Chromium and Playwright are installed, ``docker``
-    where a Docker engine answers."""
+    """The labels this machine earns: those of :data:`LABEL_GROUP` whose probe says yes. A probe that cannot
+    be loaded or raises earns nothing, with a warning."""
     labels = {}
-    try:
-        from agentgym.envs.web.browser import chromium_path
-
-        chromium_path()
-        import playwright  # noqa: F401
-
-        labels["chromium"] = 1.0
-    except (AgentGymError, ImportError):
-        pass
-    from agentgym.sandboxes.docker_engine import engine_answers
-
-    if engine_answers():
-        labels["docker"] = 1.0
+    for probe in entry_points(group=LABEL_GROUP):
+        try:
+            if probe.load()():
+                labels[probe.name] = 1.0
+        except Exception as exc:  # noqa: BLE001 - a broken probe must not keep the cluster from starting
+            warnings.warn(f"the node label probe {probe.name!r} ({probe.value}) failed: {exc}", stacklevel=2)
     return labels

@@ -3,18 +3,16 @@ tokens, and new weights (a state dict or a safetensors checkpoint folder) checke
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
-from huggingface_hub import utils as hub_utils
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
-from transformers.utils import logging as hf_logging
 
 from agentgym.inference._gqa_attention import use_on_cpu
+from agentgym.progress import quiet_progress_bars
 
 
 def load_model(
@@ -57,19 +55,6 @@ def load_model(
             )
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     return model, tokenizer
-
-
-@contextmanager
-def quiet_progress_bars() -> Iterator[None]:
-    """Hide transformers' "Loading weights" progress bar for the block; restore both libraries' settings after."""
-    transformers_on, hub_off = hf_logging.is_progress_bar_enabled(), hub_utils.are_progress_bars_disabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if transformers_on:
-            hf_logging.enable_progress_bar()  # turns the hub's on too: set them back below
-        (hub_utils.disable_progress_bars if hub_off else hub_utils.enable_progress_bars)()
 
 
 def eos_token_ids(tokenizer: Any, model: PreTrainedModel) -> frozenset[int]:

@@ -1,3 +1,4 @@
-"""Other libraries, both ways: TRL trains on agentgym environments (``trl``); Gymnasium's and TextArena's
-environments play as agentgym environments (``gymnasium_env``, ``textarena_env``). Each library is imported only
-when used."""
+"""agentgym consumed by other libraries: TRL trains on agentgym environments (:mod:`agentgym.integrations.trl`),
+imported only when used. (Other libraries' environments played as agentgym environments are adapters, and live
+with the environments: ``agentgym.envs.gymnasium``, ``agentgym.envs.textarena``, ``agentgym.envs.mcp``,
+``agentgym.envs.miniwob``.)"""

@@ -53,7 +53,7 @@ from agentgym.parsers import ToolCallParser
 from agentgym.policies import Policy, TextPolicy
 from agentgym.registration import make
 from agentgym.rollout.background import BackgroundLoop
-from agentgym.rollout.lm_policy import LMPolicy
+from agentgym.policies.lm import LMPolicy
 from agentgym.tasks import Split, Task, TaskSet
 from agentgym.trajectory import Trajectory
 

@@ -93,7 +93,7 @@ def seeded_model(model_class: Any, config: Any, seed: int) -> Any:
 
 def save_model(model: Any, out: Path) -> None:
     """Save ``model``'s config and safetensors weights into ``out``, without a progress bar."""
-    from agentgym.inference._torch_loading import quiet_progress_bars
+    from agentgym.progress import quiet_progress_bars
 
     with quiet_progress_bars():
         model.save_pretrained(out, safe_serialization=True)

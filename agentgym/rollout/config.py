@@ -31,7 +31,7 @@ class RolloutConfig(BaseModel):
     """Finished trajectories the stream holds before producers wait (backpressure)."""
     relax_gc: bool = True
     """Freeze pre-existing objects and collect garbage less often while the rollout runs (see
-    :mod:`agentgym.rollout.gc_policy`); restored afterwards."""
+    :mod:`agentgym.rollout.garbage_collection`); restored afterwards."""
     seed: int = 0
     """Seeds every episode's policy randomness together with its task seed."""
     timeouts: Timeouts = Timeouts()

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from agentgym.policies import Policy
 from agentgym.rollout.config import RolloutConfig
-from agentgym.rollout.gc_policy import relaxed_gc
+from agentgym.rollout.garbage_collection import relaxed_gc
 from agentgym.rollout.metrics import RolloutMetrics
 from agentgym.rollout.runner import Backend, EnvKwargs, LocalBackend, MixtureRunner
 from agentgym.rollout.stream import TrajectoryStream

@@ -53,7 +53,8 @@ from agentgym.inference import SamplingParams  # noqa: E402
 from agentgym.inference.torch_engine import TorchEngine  # noqa: E402
 from agentgym.models import init_model  # noqa: E402
 from agentgym.policies import OraclePolicy  # noqa: E402
-from agentgym.rollout import LMPolicy, RolloutConfig, RolloutScheduler  # noqa: E402
+from agentgym.policies.lm import LMPolicy  # noqa: E402
+from agentgym.rollout import RolloutConfig, RolloutScheduler  # noqa: E402
 from agentgym.sandboxes import local_sandbox  # noqa: E402
 from agentgym.sandboxes.base import owner  # noqa: E402
 from agentgym.trajectory import Trajectory  # noqa: E402

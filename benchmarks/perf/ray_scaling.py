@@ -38,7 +38,8 @@ from agentgym.cluster.backend import RayBackend, worker_env  # noqa: E402
 from agentgym.cluster.config import RayConfig  # noqa: E402
 from agentgym.inference import SamplingParams  # noqa: E402
 from agentgym.models import init_model  # noqa: E402
-from agentgym.rollout import LMPolicy, RolloutConfig, RolloutScheduler  # noqa: E402
+from agentgym.policies.lm import LMPolicy  # noqa: E402
+from agentgym.rollout import RolloutConfig, RolloutScheduler  # noqa: E402
 from agentgym.rollout.iterate import drain  # noqa: E402
 from agentgym.rollout.runner import Backend, LocalBackend  # noqa: E402
 

@@ -32,7 +32,8 @@ from agentgym import TaskSet  # noqa: E402
 from agentgym.inference import InferenceEngine, SamplingParams  # noqa: E402
 from agentgym.inference.torch_engine import TorchEngine  # noqa: E402
 from agentgym.models import init_model  # noqa: E402
-from agentgym.rollout import LMPolicy, RolloutConfig, RolloutScheduler  # noqa: E402
+from agentgym.policies.lm import LMPolicy  # noqa: E402
+from agentgym.rollout import RolloutConfig, RolloutScheduler  # noqa: E402
 from agentgym.rollout.synchronous import run_lockstep  # noqa: E402
 
 ENV_ID = "perf/LongTail-v0"

@@ -33,7 +33,7 @@ from agentgym.models import init_model
 from agentgym.trainers.batch import TrainBatch, collate
 from agentgym.trainers.config import TrainConfig
 from agentgym.trainers.learner import Learner
-from agentgym.trainers.ranks import RankGroup
+from agentgym.trainers.rank_group import RankGroup
 from agentgym.trajectory import Trajectory
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "trainer_scaling.json"

@@ -1,5 +1,6 @@
-"""Environments made of MCP servers (``agentgym[mcp]``): ``mcp/IssueTracker-v0``, whose example server is
-written with the ``mcp`` SDK (``tracker_server.py``)."""
+"""Environments made of MCP servers (``agentgym[mcp]``): the adapter (:mod:`agentgym.envs.mcp.env`) and its client
+(:mod:`agentgym.envs.mcp.client`), and ``mcp/IssueTracker-v0``, whose example server is written with the ``mcp``
+SDK (``tracker_server.py``)."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from agentgym.integrations.mcp_env import McpEnv, McpEpisode, McpTask, python_server
+from agentgym.envs.mcp.env import McpEnv, McpEpisode, McpTask, python_server
 
 STATE_FILE = "tracker.json"
 """The tracker's state in the work dir, which the server loads and rewrites."""

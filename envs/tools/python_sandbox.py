@@ -16,7 +16,7 @@ import numpy as np
 from agentgym.envs.tools.sandbox_io import describe, encode, pick, write_tree
 from agentgym.messages import Message
 from agentgym.sandboxes.base import SandboxSpec
-from agentgym.sandboxes.env import SandboxEnv
+from agentgym.envs.sandboxed import SandboxEnv
 from agentgym.tools import tool
 
 PROGRAM = "main.py"

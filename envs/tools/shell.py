@@ -14,7 +14,7 @@ from agentgym.envs.tools.sandbox_io import describe, encode, pick, write_tree
 from agentgym.errors import ToolError
 from agentgym.messages import Message
 from agentgym.sandboxes.base import Sandbox, SandboxSpec
-from agentgym.sandboxes.env import SandboxEnv
+from agentgym.envs.sandboxed import SandboxEnv
 from agentgym.tools import tool
 
 READ_LIMIT = 256 * 1024

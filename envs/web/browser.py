@@ -71,6 +71,16 @@ def chromium_path() -> str:
     return path
 
 
+def has_chromium() -> bool:
+    """Whether a Chromium and Playwright are installed here (a Ray node's ``chromium`` label)."""
+    try:
+        chromium_path()
+        import playwright  # noqa: F401
+    except (BrowserUnavailable, ImportError):
+        return False
+    return True
+
+
 class Browser:
     """A Chromium and a few fresh contexts kept ready. :meth:`open_page` gives each episode a page in a
     context of its own (cookies, storage and cache are never shared); :meth:`close_page` ends it."""

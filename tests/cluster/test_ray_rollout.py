@@ -17,7 +17,8 @@ from agentgym.cluster.config import RayConfig
 from agentgym.errors import AgentGymError
 from agentgym.evaluation.play import evaluate
 from agentgym.inference.types import SamplingParams
-from agentgym.rollout import LMPolicy, RolloutConfig
+from agentgym.policies.lm import LMPolicy
+from agentgym.rollout import RolloutConfig
 from agentgym.trajectory import Trajectory
 from tests.cluster.conftest import Nodes, ray
 from tests.cluster.drills import LAKE, groups, once_delivered, roll, when_back

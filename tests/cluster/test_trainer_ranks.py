@@ -11,7 +11,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from agentgym.trainers.learner import Learner
-from agentgym.trainers.ranks import RankGroup, TrainerRankError
+from agentgym.trainers.rank_group import RankGroup, TrainerRankError
 from tests.cluster.conftest import started_cluster
 from tests.trainers.test_distributed import ADAM_TOLERANCE, _batch, _config
 

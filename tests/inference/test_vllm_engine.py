@@ -26,7 +26,7 @@ from agentgym.episode import run_episode
 from agentgym.inference import GenerationRequest, GenerationResult, InferenceEngine, SamplingParams
 from agentgym.messages import ImagePart
 from agentgym.registration import make
-from agentgym.rollout import LMPolicy
+from agentgym.policies.lm import LMPolicy
 from agentgym.rollout.background import BackgroundLoop
 from agentgym.trainers import TrainConfig
 from agentgym.trainers.batch import collate

@@ -18,7 +18,7 @@ from agentgym.episode import run_episode
 from agentgym.inference import GenerationRequest, GenerationResult, SamplingParams
 from agentgym.messages import ImagePart, Message, TextPart
 from agentgym.registration import make
-from agentgym.rollout import LMPolicy
+from agentgym.policies.lm import LMPolicy
 from agentgym.rollout.background import BackgroundLoop
 from agentgym.rollout.render import ChatRenderer
 

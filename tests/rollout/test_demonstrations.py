@@ -8,7 +8,8 @@ import pytest
 from transformers import AutoTokenizer
 
 from agentgym import OraclePolicy, TaskSet, evaluate, make
-from agentgym.rollout import ChatRenderer, DemonstrationPolicy
+from agentgym.policies.demonstrations import DemonstrationPolicy
+from agentgym.rollout import ChatRenderer
 
 
 @pytest.mark.parametrize("env_id", ["games/FrozenLake-v0", "tools/Calculator-v0"])

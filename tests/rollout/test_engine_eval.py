@@ -11,7 +11,7 @@ from pathlib import Path
 from agentgym import TaskSet, evaluate
 from agentgym.inference import SamplingParams
 from agentgym.inference.openai_engine import OpenAIEngine
-from agentgym.rollout import ChatPolicy
+from agentgym.policies.chat import ChatPolicy
 from tests.inference.serving import thread_server
 
 AGENTGYM = str(Path(sys.executable).with_name("agentgym"))

@@ -16,7 +16,7 @@ from agentgym.inference import GenerationRequest, GenerationResult, SamplingPara
 from agentgym.inference.torch_engine import TorchEngine
 from agentgym.messages import ImagePart
 from agentgym.registration import make
-from agentgym.rollout import LMPolicy
+from agentgym.policies.lm import LMPolicy
 
 pytestmark = pytest.mark.browser
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -12,7 +12,8 @@ from agentgym.episode import Timeouts, run_episode
 from agentgym.inference import GenerationRequest, SamplingParams
 from agentgym.inference.torch_engine import TorchEngine
 from agentgym.registration import make
-from agentgym.rollout import LMPolicy, RolloutConfig, RolloutScheduler
+from agentgym.policies.lm import LMPolicy
+from agentgym.rollout import RolloutConfig, RolloutScheduler
 from tests.rollout.streams import delivered
 
 FAST = SamplingParams(max_tokens=12)

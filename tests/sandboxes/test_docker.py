@@ -304,7 +304,7 @@ def test_an_engine_that_stopped_answering_makes_docker_unavailable_and_auto_pass
     import docker
 
     from agentgym.sandboxes import SandboxSpec, backend_module, docker_engine
-    from agentgym.sandboxes.env import choose_backend
+    from agentgym.sandboxes import choose_backend
 
     gone = docker.DockerClient(base_url="unix:///nonexistent/docker.sock", version="1.41")
     monkeypatch.setattr(docker_engine, "_client", gone)

@@ -20,7 +20,7 @@ from tests.trainers.envs import VOWELS_ID
 
 ray = pytest.importorskip("ray", reason="the distributed trainer needs Ray: pip install 'agentgym[ray]'")
 from agentgym.cluster.backend import connect
-from agentgym.trainers.ranks import RankGroup
+from agentgym.trainers.rank_group import RankGroup
 
 pytestmark = pytest.mark.timeout(600)  # a Ray cluster and two ranks that each load torch: past 120 s under load
 

@@ -11,7 +11,7 @@ from agentgym.envs.gui.desktop.tasks import TASKS
 from agentgym.envs.gui.env import GuiEnv, gui_opening
 from agentgym.messages import Message
 from agentgym.sandboxes.base import SandboxSpec
-from agentgym.sandboxes.env import SandboxEnv
+from agentgym.envs.sandboxed import SandboxEnv
 from agentgym.sandboxes.errors import SandboxUnavailable
 
 MIN_SIZE = (1024, 768)

@@ -1,10 +1,5 @@
-"""Policies: what chooses the agent's next message.
-
-A policy starts one :class:`PolicySession` per episode; the session hears the messages the environment
-adds each turn and answers with the agent's text. Text policies (the oracle, random calls, anything
-written as ``act(env, messages, rng)``) derive from :class:`TextPolicy`; model-backed policies live in
-:mod:`agentgym.rollout` and also record the tokens they generated.
-"""
+"""The policy protocol and the text policies: the oracle, random calls, anything written as
+``act(env, messages, rng)`` (:class:`TextPolicy`)."""
 
 from __future__ import annotations
 

@@ -24,9 +24,11 @@ from gymnasium.envs.registration import load_env_creator
 from agentgym.core import Env
 from agentgym.errors import UnknownEnvError
 from agentgym.messages import Message
-from agentgym.registration import ADAPTED, GYMNASIUM, EnvSpec, register
+from agentgym.registration import ADAPTED, EnvSpec, register
 from agentgym.tools import ToolSpec, tool
 
+GYMNASIUM = "gymnasium"
+"""The family (and ``make`` prefix) under which Gymnasium's own environments are played."""
 Success = Literal["positive_reward", "terminated"]
 DEFAULT_TURNS = 100
 """The turn limit of an environment whose Gymnasium spec sets no ``max_episode_steps``."""

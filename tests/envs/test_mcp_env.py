@@ -15,8 +15,8 @@ pytest.importorskip("mcp")
 
 import agentgym
 from agentgym import Task, TextPolicy, run_episode
-from agentgym.integrations.mcp_client import McpServerError
-from agentgym.integrations.mcp_env import McpEnv, McpEpisode, McpTask, python_server
+from agentgym.envs.mcp.client import McpServerError
+from agentgym.envs.mcp.env import McpEnv, McpEpisode, McpTask, python_server
 from agentgym.sandboxes import SandboxUnavailable, backend_module
 
 COUNTER = {"script": str(Path(__file__).with_name("mcp_servers") / "counter.py")}
@@ -127,8 +127,8 @@ def test_a_verifier_function_judges_the_servers_final_state(local):
 
 
 def test_tasks_and_verifier_may_be_named_by_module_path(local):
-    env = McpEnv(server=COUNTER, tasks="tests.integrations.test_mcp_env:counter_task",
-                 verifier="tests.integrations.test_mcp_env:counter_verifier", backend="local")
+    env = McpEnv(server=COUNTER, tasks="tests.envs.test_mcp_env:counter_task",
+                 verifier="tests.envs.test_mcp_env:counter_verifier", backend="local")
     try:
         env.reset(seed=3)
         env.step(env.format_call("increment", by=env.task.data))

@@ -23,7 +23,7 @@ from agentgym.errors import AgentGymError
 from agentgym.trainers.batch import TrainBatch, shares
 from agentgym.trainers.config import TrainConfig
 from agentgym.trainers.learner import merge_metrics
-from agentgym.trainers.rank import TrainerRank
+from agentgym.trainers.rank_actor import TrainerRank
 
 PLACEMENT_TIMEOUT = 120.0
 """Seconds to wait for the cluster to make room for the ranks."""

@@ -29,11 +29,11 @@ import mcp_types as types
 import numpy as np
 
 from agentgym.errors import ToolError
-from agentgym.integrations.mcp_client import McpClient, McpServerError
+from agentgym.envs.mcp.client import McpClient, McpServerError
 from agentgym.messages import Message
 from agentgym.sandboxes import backend_module
 from agentgym.sandboxes.base import SandboxSpec
-from agentgym.sandboxes.env import SandboxEnv
+from agentgym.envs.sandboxed import SandboxEnv
 from agentgym.tools import ToolSpec, tool
 
 SITE_PACKAGES = "/opt/agentgym/site-packages"

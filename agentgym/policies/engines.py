@@ -9,8 +9,8 @@ from typing import Any
 
 from agentgym.inference import engine_class
 from agentgym.inference.types import SamplingParams
-from agentgym.rollout.chat_policy import ChatPolicy
-from agentgym.rollout.lm_policy import LMPolicy
+from agentgym.policies.chat import ChatPolicy
+from agentgym.policies.lm import LMPolicy
 from agentgym.rollout.runner import Backend, LocalBackend
 
 

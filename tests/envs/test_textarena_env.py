@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import agentgym
-from agentgym.integrations.textarena_env import GAMES, SINGLE_PLAYER, TWO_PLAYER
+from agentgym.envs.textarena.env import GAMES, SINGLE_PLAYER, TWO_PLAYER
 
 pytest.importorskip("textarena")
 MOVE = re.compile(r"\[[^\[\]\n]{1,40}\]")

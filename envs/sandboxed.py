@@ -7,15 +7,13 @@ from typing import Any, ClassVar
 
 from agentgym.core import Env
 from agentgym.errors import ToolError
-from agentgym.sandboxes import backend_module
+from agentgym.sandboxes import choose_backend
 from agentgym.sandboxes.base import Sandbox, SandboxSpec
-from agentgym.sandboxes.errors import SandboxError, SandboxKilledFromInside, SandboxUnavailable
+from agentgym.sandboxes.errors import SandboxError, SandboxKilledFromInside
 from agentgym.sandboxes.pool import SandboxPool, release_pool, retain_pool
 
 COMMAND_TIME_LIMIT = 10.0
 """Default seconds one of an agent's commands may run in the sandbox before it is stopped."""
-AUTO_ORDER = ("docker", "local")
-"""Backends ``backend="auto"`` tries, in order: the first whose prerequisites are here is used."""
 
 
 class SandboxEnv(Env):
@@ -89,19 +87,3 @@ class SandboxEnv(Env):
         sandbox, self._sandbox = self._sandbox, None
         if sandbox is not None and self._pool is not None:
             await self._pool.release(sandbox)
-
-
-def choose_backend(name: str, spec: SandboxSpec) -> str:
-    """``name`` itself, or for ``auto`` the first of :data:`AUTO_ORDER` whose prerequisites (and, for docker,
-    the spec's image) are here; raises :class:`SandboxUnavailable` listing why each was passed over."""
-    if name != "auto":
-        backend_module(name)
-        return name
-    reasons = []
-    for candidate in AUTO_ORDER:
-        try:
-            backend_module(candidate).check(spec)
-            return candidate
-        except SandboxUnavailable as exc:
-            reasons.append(f"{candidate}: {exc}")
-    raise SandboxUnavailable("no sandbox backend is usable here; " + "; ".join(reasons))

@@ -1,0 +1,1 @@
+"""TextArena's games as agentgym environments (:mod:`agentgym.envs.textarena.env`), ``textarena/<Game>-v0``."""
