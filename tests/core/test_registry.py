@@ -60,6 +60,27 @@ def test_module_prefix_imports_the_module_first():
     registration._registry.pop("test/Imported-v0")
 
 
+def test_a_family_of_ids_found_on_demand_resolves_through_its_hook(monkeypatch):
+    monkeypatch.setattr(registration, "_id_families", dict(registration._id_families))
+    asked = []
+
+    def resolve(name: str) -> EnvSpec:
+        asked.append(name)
+        if name != "Counter-v1":
+            raise UnknownEnvError(f"no counter {name!r}")
+        return registration.register("counters/Counter-v1", "tests.conftest:CounterEnv")
+
+    registration.register_id_family("counters", resolve)
+    try:
+        assert agentgym.spec("counters:Counter-v1").id == "counters/Counter-v1"  # module:id form too
+        assert agentgym.make("counters/Counter-v1").spec.id == "counters/Counter-v1"
+        assert asked == ["Counter-v1"]  # registered by the first lookup, found in the registry after
+        with pytest.raises(UnknownEnvError, match="no counter 'Other-v0'"):
+            agentgym.spec("counters/Other-v0")
+    finally:
+        registration._registry.pop("counters/Counter-v1", None)
+
+
 def test_spec_survives_a_json_round_trip():
     original = agentgym.spec("games/FrozenLake-v0")
     restored = EnvSpec.model_validate_json(original.model_dump_json())
