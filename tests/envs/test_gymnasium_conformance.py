@@ -3,9 +3,9 @@ with its default arguments: bundled and adapted, desktop, web, widget, MiniWoB++
 
 The 200-odd checks run once, in worker processes a few at a time (:func:`~agentgym.check_pool.check_envs`, as
 ``agentgym check --all --only gymnasium`` runs them), then each environment's outcome is a test of its own.
-They take about 15 minutes on two cores, so they have a step of their own: ``bash scripts/test.sh -m
-conformance``. The desktop environments need the Docker engine and the desktop image; without them those skip,
-naming why.
+They took 22 minutes on two cores with other work beside them, so they have a step of their own:
+``bash scripts/test.sh -m conformance``. The desktop environments need the Docker engine and the desktop image;
+without them those skip, naming why.
 """
 
 from __future__ import annotations
