@@ -27,6 +27,7 @@ import numpy as np
 from agentgym.errors import EpisodeTimeout, ResetNeeded, ToolError
 from agentgym.messages import ContentPart, Message, ToolCall
 from agentgym.parsers import ToolCallParser, get_parser
+from agentgym.seeding import pick
 from agentgym.spaces import Messages, Utterance
 from agentgym.tools import ToolSpec, sample_arguments, tools_of
 
@@ -52,9 +53,10 @@ class Env(gymnasium.Env[list[Message], str]):
 
     ``reset(*, seed, options) -> (messages, info)`` and ``step(text) -> (messages, reward, terminated,
     truncated, info)``, with ``areset``/``astep`` for the asynchronous rollout. ``options`` may name a
-    ``difficulty``. ``info["action_error"]`` says what in the action could not be run (``None`` when
-    all of it ran), ``info["tool_calls"]`` the calls read from it (each answered by the tool message
-    with the same id), ``info["success"]`` whether the task is solved, ``info["turn"]`` the turn number.
+    ``difficulty`` and the options the environment declares in :attr:`reset_options`.
+    ``info["action_error"]`` says what in the action could not be run (``None`` when all of it ran),
+    ``info["tool_calls"]`` the calls read from it (each answered by the tool message with the same id),
+    ``info["success"]`` whether the task is solved, ``info["turn"]`` the turn number.
     ``terminated`` means the task ended (solved or failed); ``truncated`` means the turn limit was hit.
     """
 
@@ -69,6 +71,10 @@ class Env(gymnasium.Env[list[Message], str]):
     """The most tool calls run in one turn (the rest are refused with an error); ``None``: no limit."""
     default_max_turns: ClassVar[int] = 20
     """The turn limit when neither the constructor nor :meth:`turn_limit` says otherwise."""
+    reset_options: ClassVar[frozenset[str] | None] = frozenset()
+    """The reset options :meth:`setup` reads besides ``difficulty`` (which the base class reads); :meth:`reset`
+    refuses any other by name. ``None``: every option goes to :meth:`setup` unchecked (an adapter passing
+    them on to the environment it wraps)."""
 
     def __init__(
         self,
@@ -167,6 +173,7 @@ class Env(gymnasium.Env[list[Message], str]):
         options = dict(options or {})
         difficulty = options.pop("difficulty", None) or self.difficulty
         self._check_difficulty(difficulty)
+        self._check_options(options)
         self._started, self._over, self._success = False, False, False
         self._turn, self._pending_reward = 0, 0.0
         self._turn_limit = self.max_turns or self.turn_limit(difficulty)
@@ -206,7 +213,7 @@ class Env(gymnasium.Env[list[Message], str]):
 
     def random_action(self, rng: np.random.Generator) -> str:
         """A well-formed call of a random tool with random arguments (a baseline policy's move)."""
-        name = list(self._tools)[int(rng.integers(len(self._tools)))]
+        name = pick(rng, list(self._tools))
         return self.format_call(name, **sample_arguments(self._tools[name][1], rng))
 
     def example_call(self) -> str:
@@ -339,6 +346,14 @@ class Env(gymnasium.Env[list[Message], str]):
                 return pool.submit(self._runner.run, coroutine).result()
         finally:
             self._in_sync_call = False
+
+    def _check_options(self, options: dict[str, Any]) -> None:
+        """Refuse, by name, the reset options that :attr:`reset_options` does not declare."""
+        accepted = self.reset_options
+        unknown = [] if accepted is None else sorted(str(name) for name in options if name not in accepted)
+        if unknown:
+            takes = ", ".join(["difficulty", *sorted(accepted)]) if accepted else "none besides difficulty"
+            raise ValueError(f"unknown reset options for {type(self).__name__}: {', '.join(unknown)}; it takes {takes}")
 
     def _check_difficulty(self, difficulty: str) -> None:
         if difficulty not in self.difficulties:

@@ -3,9 +3,9 @@
 
 from agentgym.envs.gui.desktop.tasks import register_desktop_envs
 from agentgym.envs.gui.widgets.tasks import register_widget_envs
+from agentgym.envs.gymnasium.env import GYMNASIUM, register_gymnasium, register_gymnasium_classics
 from agentgym.envs.mcp import register_mcp_envs
 from agentgym.envs.miniwob import register_miniwob_envs
-from agentgym.envs.gymnasium.env import GYMNASIUM, register_gymnasium, register_gymnasium_classics
 from agentgym.envs.textarena.env import register_textarena_envs
 from agentgym.registration import register, register_id_family
 

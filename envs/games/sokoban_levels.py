@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from agentgym.seeding import pick
+
 Position = tuple[int, int]
 
 DIRECTIONS: dict[str, Position] = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
@@ -248,7 +250,7 @@ def _candidate(rng: np.random.Generator, params: Difficulty) -> Level | None:
     boxes, player = start
     walk = _walk_distances(is_open, boxes, player, steps)
     reachable = [square for square, distance in enumerate(walk) if distance >= 0]
-    player = reachable[rng.integers(len(reachable))]
+    player = pick(rng, reachable)
     return Level(
         walls=frozenset(divmod(square, size) for square, open_ in enumerate(is_open) if not open_),
         targets=frozenset(divmod(square, size) for square in targets),
@@ -301,7 +303,7 @@ def _play_backwards(
         ]
         if not options:
             break
-        box, step = options[rng.integers(len(options))]
+        box, step = pick(rng, options)
         stand = box + step
         for _ in range(rng.integers(1, _LONGEST_PULL_RUN + 1)):
             if not is_open[stand + step] or boxes >> (stand + step) & 1:

@@ -85,6 +85,8 @@ class GymnasiumEnv(Env):
 
     execution = "inline"
     max_tool_calls = 1
+    reset_options = None
+    """Reset options besides ``difficulty`` go to the wrapped environment's ``reset``, which judges them."""
 
     def __init__(self, gym_id: str, gym_kwargs: dict[str, Any] | None = None,
                  success: Success | None = None, **kwargs: Any) -> None:

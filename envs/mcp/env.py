@@ -28,12 +28,12 @@ from typing import Any, ClassVar
 import mcp_types as types
 import numpy as np
 
-from agentgym.errors import ToolError
 from agentgym.envs.mcp.client import McpClient, McpServerError
+from agentgym.envs.sandboxed import SandboxEnv
+from agentgym.errors import ToolError
 from agentgym.messages import Message
 from agentgym.sandboxes import backend_module
 from agentgym.sandboxes.base import SandboxSpec
-from agentgym.envs.sandboxed import SandboxEnv
 from agentgym.tools import ToolSpec, tool
 
 SITE_PACKAGES = "/opt/agentgym/site-packages"
@@ -157,8 +157,6 @@ class McpEnv(SandboxEnv):
     # -- the episode ----------------------------------------------------------------------------------
 
     async def setup(self, difficulty: str, options: dict[str, Any]) -> list[Message]:
-        if options:
-            raise ValueError(f"unknown reset options for {type(self).__name__}: {sorted(options)}")
         await self._stop_server()
         self.task, self.calls = self.make_task(self.np_random, difficulty), []
         sandbox = await self.start_sandbox()

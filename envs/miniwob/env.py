@@ -86,8 +86,6 @@ class MiniwobElementsEnv(MiniwobEnv, WebEnv):
         return SITE
 
     async def setup(self, difficulty: str, options: dict[str, Any]) -> list[Message]:
-        if options:
-            raise ValueError(f"MiniWoB takes no reset options, got {sorted(options)}")
         await self.open_site()
         instruction = await self.begin(self._page)
         return opening(instruction, await self.observe())
@@ -109,8 +107,6 @@ class MiniwobPixelsEnv(MiniwobEnv, PageEnv):
         self._task(task, mode)
 
     async def setup(self, difficulty: str, options: dict[str, Any]) -> list[Message]:
-        if options:
-            raise ValueError(f"MiniWoB takes no reset options, got {sorted(options)}")
         base = self.serve_site(SITE.name, SITE.app())
         screen = await self.open_screen(self.page.width, self.page.height, site=base)
         await screen.goto(base + self.page.path)

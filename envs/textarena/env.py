@@ -81,8 +81,6 @@ class TextArenaEnv(Env):
         self._reason = ""
 
     def setup(self, difficulty: str, options: dict[str, Any]) -> list[Message]:
-        if options:
-            raise ValueError(f"unknown reset options for {self.game_id}: {sorted(options)}")
         self.game = copy.deepcopy(self._unplayed)  # a game keeps state past its reset (KuhnPoker shuffles its deck in place)
         self.game.reset(num_players=self.players, seed=int(self.np_random.integers(2**31)))
         done = self._opponents_move()

@@ -14,12 +14,13 @@ import operator
 import re
 import string
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
-from typing import TypeVar
 
 import numpy as np
+
+from agentgym.seeding import pick
 
 Number = int | float
 
@@ -240,7 +241,7 @@ def generate_problem(rng: np.random.Generator, difficulty: str) -> Problem:
     """
     if difficulty not in DIFFICULTIES:
         raise ValueError(f"unknown difficulty {difficulty!r}; expected one of: {', '.join(DIFFICULTIES)}")
-    template = _pick(rng, _TEMPLATES[difficulty])
+    template = pick(rng, _TEMPLATES[difficulty])
     while True:
         question, expression, decimals = template(rng)
         if decimals is not None:
@@ -255,7 +256,6 @@ def generate_problem(rng: np.random.Generator, difficulty: str) -> Problem:
 # computing the answer, and the decimal places to round that answer to (None for whole-number answers).
 # Numbers appear in the question exactly as in the expression, apart from thousands separators.
 _Draft = tuple[str, str, int | None]
-_T = TypeVar("_T")
 
 _NAMES = (
     "Amara", "Ben", "Chen", "Diego", "Elif", "Farah", "Gustav", "Hana", "Ivan", "Jamal",
@@ -267,10 +267,6 @@ _SHOP_ITEMS = (
     ("batteries", 0.9, 4.0), ("plants", 3.5, 19.0), ("towels", 5.0, 18.0), ("candles", 2.5, 9.0),
 )  # fmt: skip
 
-
-def _pick(rng: np.random.Generator, options: Sequence[_T]) -> _T:
-    """One of ``options``, uniformly."""
-    return options[int(rng.integers(len(options)))]
 
 
 def _between(rng: np.random.Generator, low: int, high: int) -> int:
@@ -290,7 +286,7 @@ def _price(rng: np.random.Generator, low: float, high: float) -> str:
 
 
 def _crates(rng: np.random.Generator) -> _Draft:
-    container, item = _pick(
+    container, item = pick(
         rng, [("crate", "apples"), ("carton", "juice boxes"), ("pallet", "bricks"), ("case", "bottles")]
     )
     count, each = _between(rng, 23, 480), _between(rng, 12, 96)
@@ -302,7 +298,7 @@ def _crates(rng: np.random.Generator) -> _Draft:
 
 
 def _equal_shares(rng: np.random.Generator) -> _Draft:
-    name, item = _pick(rng, _NAMES), _pick(rng, ["stickers", "seeds", "coins", "beads", "stamps"])
+    name, item = pick(rng, _NAMES), pick(rng, ["stickers", "seeds", "coins", "beads", "stamps"])
     groups = _between(rng, 12, 29)
     total = groups * _between(rng, 12, 999 // groups)
     question = (
@@ -313,10 +309,10 @@ def _equal_shares(rng: np.random.Generator) -> _Draft:
 
 
 def _difference(rng: np.random.Generator) -> _Draft:
-    name = _pick(rng, _NAMES)
+    name = pick(rng, _NAMES)
     total = _between(rng, 400, 999)
     done = _between(rng, 101, total - 100)
-    question = _pick(
+    question = pick(
         rng,
         [
             f"{name} is reading a {total}-page book and has read {done} pages. How many pages are left?",
@@ -328,7 +324,7 @@ def _difference(rng: np.random.Generator) -> _Draft:
 
 
 def _shopping_total(rng: np.random.Generator) -> _Draft:
-    name = _pick(rng, _NAMES)
+    name = pick(rng, _NAMES)
     first, second = (_SHOP_ITEMS[i] for i in rng.choice(len(_SHOP_ITEMS), size=2, replace=False))
     count1, price1 = _between(rng, 3, 18), _price(rng, first[1], first[2])
     count2, price2 = _between(rng, 3, 18), _price(rng, second[1], second[2])
@@ -340,7 +336,7 @@ def _shopping_total(rng: np.random.Generator) -> _Draft:
 
 
 def _change_left(rng: np.random.Generator) -> _Draft:
-    name, (item, low, high) = _pick(rng, _NAMES), _pick(rng, _SHOP_ITEMS)
+    name, (item, low, high) = pick(rng, _NAMES), pick(rng, _SHOP_ITEMS)
     count, price = _between(rng, 3, 12), _price(rng, low, high)
     budget = 10 * (math.ceil(count * float(price) / 10) + _between(rng, 1, 9))
     question = (
@@ -351,7 +347,7 @@ def _change_left(rng: np.random.Generator) -> _Draft:
 
 
 def _split_bill(rng: np.random.Generator) -> _Draft:
-    dish = _pick(rng, ["pizzas", "curries", "burgers", "salads"])
+    dish = pick(rng, ["pizzas", "curries", "burgers", "salads"])
     people, count = _between(rng, 3, 8), _between(rng, 2, 6)
     price, drinks = _price(rng, 9.5, 24.0), _price(rng, 12.0, 60.0)
     question = (
@@ -362,7 +358,7 @@ def _split_bill(rng: np.random.Generator) -> _Draft:
 
 
 def _trip_distance(rng: np.random.Generator) -> _Draft:
-    vehicle = _pick(rng, ["bus", "truck", "train", "van"])
+    vehicle = pick(rng, ["bus", "truck", "train", "van"])
     speed1, hours1 = _between(rng, 48, 120), _between(rng, 2, 9)
     speed2, hours2 = _between(rng, 48, 120), _between(rng, 2, 9)
     question = (
@@ -373,7 +369,7 @@ def _trip_distance(rng: np.random.Generator) -> _Draft:
 
 
 def _recipe_scaling(rng: np.random.Generator) -> _Draft:
-    ingredient = _pick(rng, ["flour", "sugar", "rice", "butter", "oats", "cheese"])
+    ingredient = pick(rng, ["flour", "sugar", "rice", "butter", "oats", "cheese"])
     servings, target = _between(rng, 3, 8), _between(rng, 11, 60)
     amount = servings * _between(rng, 35, 160)
     question = (
@@ -384,7 +380,7 @@ def _recipe_scaling(rng: np.random.Generator) -> _Draft:
 
 
 def _weekly_savings(rng: np.random.Generator) -> _Draft:
-    name, thing = _pick(rng, _NAMES), _pick(rng, ["bike", "laptop", "guitar", "camera", "phone"])
+    name, thing = pick(rng, _NAMES), pick(rng, ["bike", "laptop", "guitar", "camera", "phone"])
     weekly, weeks = _between(rng, 15, 89), _between(rng, 12, 52)
     cost = _between(rng, weekly * weeks // 3, weekly * weeks - 1)
     question = (
@@ -395,9 +391,9 @@ def _weekly_savings(rng: np.random.Generator) -> _Draft:
 
 
 def _discount_and_tax(rng: np.random.Generator) -> _Draft:
-    name = _pick(rng, _NAMES)
-    item = _pick(rng, ["jacket", "pair of boots", "backpack", "lamp", "rug"])
-    plural, low, high = _pick(rng, _SHOP_ITEMS)
+    name = pick(rng, _NAMES)
+    item = pick(rng, ["jacket", "pair of boots", "backpack", "lamp", "rug"])
+    plural, low, high = pick(rng, _SHOP_ITEMS)
     price, count, unit_price = _price(rng, 40.0, 250.0), _between(rng, 2, 6), _price(rng, low, high)
     discount, tax_basis_points = _between(rng, 5, 40), _between(rng, 400, 1000)
     question = (
@@ -411,7 +407,7 @@ def _discount_and_tax(rng: np.random.Generator) -> _Draft:
 
 
 def _tip_split(rng: np.random.Generator) -> _Draft:
-    main, dessert = _pick(rng, ["pasta dishes", "steaks", "curries"]), _pick(rng, ["cheesecakes", "brownies"])
+    main, dessert = pick(rng, ["pasta dishes", "steaks", "curries"]), pick(rng, ["cheesecakes", "brownies"])
     people, tip = _between(rng, 3, 9), _between(rng, 10, 25)
     mains, main_price = _between(rng, 3, 9), _price(rng, 14.0, 39.0)
     desserts, dessert_price = _between(rng, 2, 9), _price(rng, 5.0, 12.0)
@@ -425,7 +421,7 @@ def _tip_split(rng: np.random.Generator) -> _Draft:
 
 
 def _fuel_cost(rng: np.random.Generator) -> _Draft:
-    name = _pick(rng, _NAMES)
+    name = pick(rng, _NAMES)
     distance, usage, price = _between(rng, 120, 950), _decimal(rng, 4.5, 11.9), _price(rng, 1.2, 2.4)
     riders = _between(rng, 2, 5)
     question = (
@@ -448,7 +444,7 @@ def _fence_cost(rng: np.random.Generator) -> _Draft:
 
 
 def _running_speed(rng: np.random.Generator) -> _Draft:
-    name = _pick(rng, _NAMES)
+    name = pick(rng, _NAMES)
     runs = [_decimal(rng, 3.0, 15.0, places=2) for _ in range(3)]
     minutes = round(sum(float(run) for run in runs) * _between(rng, 75, 125) / 10)
     question = (
@@ -460,7 +456,7 @@ def _running_speed(rng: np.random.Generator) -> _Draft:
 
 
 def _compound_interest(rng: np.random.Generator) -> _Draft:
-    name = _pick(rng, _NAMES)
+    name = pick(rng, _NAMES)
     principal, rate, years = 100 * _between(rng, 15, 89), _decimal(rng, 1.5, 6.5), _between(rng, 3, 8)
     withdrawal = 50 * _between(rng, 4, principal // 50)
     question = (

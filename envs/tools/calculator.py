@@ -42,8 +42,6 @@ class CalculatorEnv(Env):
         self.results: list[str] = []
 
     def setup(self, difficulty: str, options: dict[str, Any]) -> list[Message]:
-        if options:
-            raise ValueError(f"unknown reset options for Calculator: {sorted(options)}")
         self.problem = generate_problem(self.np_random, difficulty)
         self.results = []
         return [Message(role="system", content=SYSTEM_PROMPT), Message(role="user", content=self.problem.question)]

@@ -13,10 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from agentgym.envs.tools.sandbox_io import describe, encode, pick, write_tree
+from agentgym.envs.sandbox_io import describe, encode, write_tree
+from agentgym.envs.sandboxed import SandboxEnv
 from agentgym.messages import Message
 from agentgym.sandboxes.base import SandboxSpec
-from agentgym.envs.sandboxed import SandboxEnv
+from agentgym.seeding import pick
 from agentgym.tools import tool
 
 PROGRAM = "main.py"
@@ -66,8 +67,6 @@ class PythonSandboxEnv(SandboxEnv):
         """The stdout of the last program run this episode."""
 
     async def setup(self, difficulty: str, options: dict[str, Any]) -> list[Message]:
-        if options:
-            raise ValueError(f"unknown reset options for PythonSandbox: {sorted(options)}")
         self.task = generate_task(self.np_random, difficulty)
         self.last_output = None
         sandbox = await self.start_sandbox()
@@ -126,7 +125,7 @@ def answers_match(given: str, task: Task) -> bool:
 def generate_task(rng: np.random.Generator, difficulty: str) -> Task:
     """A task of ``difficulty`` drawn from ``rng``."""
     makers = GENERATORS[difficulty]
-    return makers[int(rng.integers(len(makers)))](rng)
+    return pick(rng, makers)(rng)
 
 
 def program(body: str, **params: Any) -> str:

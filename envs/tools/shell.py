@@ -10,11 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from agentgym.envs.tools.sandbox_io import describe, encode, pick, write_tree
+from agentgym.envs.sandbox_io import ReadBackError, describe, encode, read_back, write_tree
+from agentgym.envs.sandboxed import SandboxEnv
 from agentgym.errors import ToolError
 from agentgym.messages import Message
 from agentgym.sandboxes.base import Sandbox, SandboxSpec
-from agentgym.envs.sandboxed import SandboxEnv
+from agentgym.seeding import pick
 from agentgym.tools import tool
 
 READ_LIMIT = 256 * 1024
@@ -85,8 +86,6 @@ class ShellEnv(SandboxEnv):
         """How many commands ran this episode."""
 
     async def setup(self, difficulty: str, options: dict[str, Any]) -> list[Message]:
-        if options:
-            raise ValueError(f"unknown reset options for Shell: {sorted(options)}")
         self.task = generate_task(self.np_random, difficulty)
         self.commands = 0
         sandbox = await self.start_sandbox()
@@ -169,14 +168,11 @@ async def take_snapshot(sandbox: Sandbox, task: Task) -> Snapshot:
     using up the pids limit), so that is the agent's doing, not the infrastructure's."""
     reads = sorted({path for part in task.parts for path in part.reads})
     lists = sorted({path for part in task.parts for path in part.lists})
-    request = json.dumps({"files": reads, "dirs": lists, "limit": READ_LIMIT, "count": LIST_LIMIT})
-    result = await sandbox.exec(["python3", "-c", _PROBE], timeout=60, stdin=request)
+    request = {"files": reads, "dirs": lists, "limit": READ_LIMIT, "count": LIST_LIMIT}
     try:
-        found = json.loads(result.stdout) if result.ok else None
-    except ValueError:
-        found = None
-    if found is None:
-        raise ToolError(f"your files could not be read back, so none of them counts: {result.stderr[-300:]}")
+        found = await read_back(sandbox, _PROBE, request)
+    except ReadBackError as exc:
+        raise ToolError(f"your files could not be read back, so none of them counts: {exc.stderr}") from None
     return Snapshot(files={path: found["files"].get(path) for path in reads},
                     dirs={path: found["dirs"].get(path) for path in lists})
 

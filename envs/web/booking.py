@@ -19,6 +19,7 @@ from agentgym.envs.web.sites.booking import (
     score_bookings,
 )
 from agentgym.envs.web.sites.sessions import SessionSite
+from agentgym.envs.web.tasks import choose_task
 from agentgym.messages import Message
 
 TURN_LIMIT = 30
@@ -61,6 +62,7 @@ class BookingEnv(WebEnv):
     """
 
     difficulties = ("easy", "medium", "hard")
+    reset_options = frozenset({"task"})
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -74,17 +76,7 @@ class BookingEnv(WebEnv):
         return TURN_LIMIT
 
     async def setup(self, difficulty: str, options: dict[str, Any]) -> list[Message]:
-        if set(options) - {"task"}:
-            raise ValueError(f"unknown reset options for Booking: {sorted(set(options) - {'task'})}")
-        tasks = self.site.tasks
-        if "task" in options:
-            index = options["task"]
-            if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(tasks):
-                raise ValueError(f"task must be an index from 0 to {len(tasks) - 1}, got {index!r}")
-            self.task = tasks[index]
-        else:
-            candidates = [task for task in tasks if task.difficulty == difficulty]
-            self.task = candidates[int(self.np_random.integers(len(candidates)))]
+        self.task = choose_task(self.site.tasks, difficulty, options, self.np_random)
         return opening(f"Request: {self.task.text}", await self.open_site(self.task.initial_state()))
 
     def score(self) -> tuple[float, bool]:

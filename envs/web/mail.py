@@ -18,6 +18,7 @@ from agentgym.envs.web.sites.mail import (
     score,
 )
 from agentgym.envs.web.sites.sessions import SessionSite
+from agentgym.envs.web.tasks import choose_task
 from agentgym.messages import Message
 
 TURN_LIMITS = {"easy": 15, "medium": 20, "hard": 25}
@@ -59,6 +60,7 @@ class MailEnv(WebEnv):
     """
 
     difficulties = ("easy", "medium", "hard")
+    reset_options = frozenset({"task"})
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -74,17 +76,7 @@ class MailEnv(WebEnv):
         return TURN_LIMITS[difficulty]
 
     async def setup(self, difficulty: str, options: dict[str, Any]) -> list[Message]:
-        if set(options) - {"task"}:
-            raise ValueError(f"unknown reset options for Mail: {sorted(set(options) - {'task'})}")
-        tasks = self.site.tasks
-        if "task" in options:
-            index = options["task"]
-            if not isinstance(index, int) or not 0 <= index < len(tasks):
-                raise ValueError(f"task must be an index from 0 to {len(tasks) - 1}, got {index!r}")
-            self.task = tasks[index]
-        else:
-            candidates = [task for task in tasks if task.difficulty == difficulty]
-            self.task = candidates[int(self.np_random.integers(len(candidates)))]
+        self.task = choose_task(self.site.tasks, difficulty, options, self.np_random)
         self.initial = generate_mailbox(self.task.seed)
         return opening(f"Task: {self.task.text}", await self.open_site(self.initial.copy()))
 

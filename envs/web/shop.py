@@ -20,6 +20,7 @@ from agentgym.envs.web.sites.shop import (
     oracle_plan,
     score_order,
 )
+from agentgym.envs.web.tasks import choose_task
 from agentgym.messages import Message
 
 BUYER = {"Full name": "Alex Morgan", "Address": "12 Harbour Road, Port Ellen"}
@@ -59,6 +60,7 @@ class ShopEnv(WebEnv):
     """
 
     difficulties = ("easy", "medium", "hard")
+    reset_options = frozenset({"instruction"})
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -70,17 +72,8 @@ class ShopEnv(WebEnv):
         return shop_site()
 
     async def setup(self, difficulty: str, options: dict[str, Any]) -> list[Message]:
-        if set(options) - {"instruction"}:
-            raise ValueError(f"unknown reset options for Shop: {sorted(set(options) - {'instruction'})}")
-        if "instruction" in options:
-            index = options["instruction"]
-            if not isinstance(index, int) or not 0 <= index < len(self.site.instructions):
-                raise ValueError(f"instruction must be an index from 0 to {len(self.site.instructions) - 1}, "
-                                 f"got {index!r}")
-            self.instruction = self.site.instructions[index]
-        else:
-            candidates = [i for i in self.site.instructions if i.difficulty == difficulty]
-            self.instruction = candidates[int(self.np_random.integers(len(candidates)))]
+        self.instruction = choose_task(self.site.instructions, difficulty, options, self.np_random,
+                                       option="instruction")
         self.plan = oracle_plan(self.instruction, self.site.catalog)
         return opening(f"Instruction: {self.instruction.text}", await self.open_site())
 

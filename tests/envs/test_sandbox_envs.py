@@ -15,9 +15,10 @@ from click.testing import CliRunner
 import agentgym
 from agentgym import Task, TextPolicy, run_episode
 from agentgym.cli import cli
-from agentgym.envs.tools import python_sandbox, sandbox_io, shell
+from agentgym.envs import sandbox_io
+from agentgym.envs.sandbox_io import OUTPUT_CHARS, describe
+from agentgym.envs.tools import python_sandbox, shell
 from agentgym.envs.tools.python_sandbox import PythonSandboxEnv, answers_match
-from agentgym.envs.tools.sandbox_io import OUTPUT_CHARS, describe
 from agentgym.envs.tools.shell import ShellEnv, Snapshot
 from agentgym.sandboxes import ExecResult, SandboxError, backend_module
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from agentgym.envs.tools.sandbox_io import pick
+from agentgym.seeding import pick
 
 STEMS = ("agenda", "budget", "contacts", "draft", "expenses", "forecast", "glossary", "holidays", "invoice",
          "journal", "kitchen", "ledger", "minutes", "notes", "outline", "payroll", "quotes", "recipes",

@@ -28,7 +28,7 @@ from agentgym.envs.gui.desktop.episode import (
     save_as,
     typed,
 )
-from agentgym.envs.tools.sandbox_io import pick
+from agentgym.seeding import pick
 
 SETTINGS = {"timeout": ("15", "30", "45", "60", "90"), "retries": ("2", "3", "5", "8"),
             "port": ("8080", "8443", "9000", "9090"), "threads": ("2", "4", "6", "12"),

@@ -9,9 +9,9 @@ from agentgym.envs.gui.desktop.episode import START_KEYS, Episode, lay_down, rea
 from agentgym.envs.gui.desktop.screen import App, DesktopScreen
 from agentgym.envs.gui.desktop.tasks import TASKS
 from agentgym.envs.gui.env import GuiEnv, gui_opening
+from agentgym.envs.sandboxed import SandboxEnv
 from agentgym.messages import Message
 from agentgym.sandboxes.base import SandboxSpec
-from agentgym.envs.sandboxed import SandboxEnv
 from agentgym.sandboxes.errors import SandboxUnavailable
 
 MIN_SIZE = (1024, 768)
@@ -27,7 +27,7 @@ class DesktopEnv(GuiEnv, SandboxEnv):
     commands that start them, which the ``local`` backend does not allow.
 
     The same seed and actions give the same observations, text and pixels: the task's files are dated
-    :data:`~agentgym.envs.tools.sandbox_io.FILE_TIME`, no application shows a clock, a blinking caret or an
+    :data:`~agentgym.envs.sandbox_io.FILE_TIME`, no application shows a clock, a blinking caret or an
     animation, the helper reads the screen once it has stopped changing, and an application whose start-up
     can end in more than one state is brought to one (:data:`~agentgym.envs.gui.desktop.episode.START_KEYS`).
     What no seed sets: the sandbox's clock and host name, which an agent can bring on screen (a file it saved
@@ -65,8 +65,6 @@ class DesktopEnv(GuiEnv, SandboxEnv):
         return self._screen
 
     async def setup(self, difficulty: str, options: dict[str, Any]) -> list[Message]:
-        if options:
-            raise ValueError(f"unknown reset options for a desktop task: {sorted(options)}")
         self.episode = self.task.generate(self.np_random, difficulty)
         self.result = None
         sandbox = await self.start_sandbox()

@@ -4,13 +4,12 @@ down, reading them back)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym.envs.gui.env import TYPE_LIMIT
-from agentgym.envs.tools.sandbox_io import FILE_TIME, write_tree
+from agentgym.envs.sandbox_io import FILE_TIME, read_back, write_tree
 from agentgym.sandboxes.base import Sandbox
 from agentgym.sandboxes.errors import SandboxError
 
@@ -155,7 +154,8 @@ def edit_score(got: str | None, want: str, targets: list[int]) -> float:
 
 _PREPARE = 'if [ $# -gt 0 ]; then mkdir -p -- "$@"; fi && find . -mindepth 1 -exec touch -h -d @{time} {{}} +'
 _PROBE = """
-import json, os
+import json, os, sys
+LIMIT = json.load(sys.stdin)["limit"]
 files, modes, dirs = {}, {}, []
 for root, folders, names in os.walk("."):
     folders[:] = sorted(f for f in folders if not f.startswith("."))
@@ -190,11 +190,5 @@ async def lay_down(sandbox: Sandbox, episode: Episode) -> None:
 
 async def read_state(sandbox: Sandbox, windows: tuple[str, ...] = ()) -> State:
     """Read back every file and folder under /work in one command; ``windows``: the window titles on screen."""
-    result = await sandbox.exec(["python3", "-c", _PROBE.replace("LIMIT", str(READ_LIMIT))], timeout=60)
-    try:
-        found = json.loads(result.stdout) if result.ok else None
-    except ValueError:
-        found = None
-    if found is None:
-        raise SandboxError(f"could not read the files back from sandbox {sandbox.id}: {result.stderr[-300:]}")
+    found = await read_back(sandbox, _PROBE, {"limit": READ_LIMIT})
     return State(files=found["files"], modes=found["modes"], dirs=frozenset(found["dirs"]), windows=windows)

@@ -25,7 +25,7 @@ from agentgym.envs.gui.desktop.episode import (
     key,
     typed,
 )
-from agentgym.envs.tools.sandbox_io import pick
+from agentgym.seeding import pick
 
 NAME_X = 260
 """Pixels from the left of the screen to a point on every file's name."""

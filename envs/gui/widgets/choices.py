@@ -10,8 +10,9 @@ from typing import ClassVar
 import numpy as np
 
 from agentgym.envs.gui.widgets.oracle import DONE, Action, Elements, Step, click, click_on, scroll_to
-from agentgym.envs.gui.widgets.task import Episode, PageState, WidgetTask, listing, one, only, pick, share
+from agentgym.envs.gui.widgets.task import Episode, PageState, WidgetTask, listing, only, sample, share
 from agentgym.envs.gui.widgets.words import ACTIONS, COLOURS, COUNTRIES, SECTIONS, sentence
+from agentgym.seeding import pick
 
 
 class ClickCheckboxes(WidgetTask):
@@ -30,9 +31,9 @@ class ClickCheckboxes(WidgetTask):
 
     def generate(self, rng: np.random.Generator, difficulty: str) -> Episode:
         count, (fewest, most), preticked = self.SIZES[difficulty]
-        names = pick(rng, list(COLOURS), count)
-        targets = pick(rng, names, int(rng.integers(fewest, most + 1)))
-        ticked = set(pick(rng, [n for n in names if n != targets[0]], preticked))
+        names = sample(rng, list(COLOURS), count)
+        targets = sample(rng, names, int(rng.integers(fewest, most + 1)))
+        ticked = set(sample(rng, [n for n in names if n != targets[0]], preticked))
         boxes = "".join(
             f'<label><input type="checkbox" data-field="{n}"{" checked" * (n in ticked)}> {n}</label>'
             for n in names
@@ -81,12 +82,12 @@ class ChooseRadio(WidgetTask):
         groups, options, preselect = self.SIZES[difficulty]
         targets: dict[str, str] = {}
         body = ""
-        for group in pick(rng, list(self.GROUPS), groups):
-            drawn = set(pick(rng, self.GROUPS[group], options))
+        for group in sample(rng, list(self.GROUPS), groups):
+            drawn = set(sample(rng, self.GROUPS[group], options))
             choices = [c for c in self.GROUPS[group] if c in drawn]
-            targets[group] = one(rng, choices)
+            targets[group] = pick(rng, choices)
             others = [c for c in choices if c != targets[group]]
-            start = one(rng, others) if preselect else None
+            start = pick(rng, others) if preselect else None
             radios = "".join(
                 f'<label><input type="radio" name="{group}" data-field="{group}={c}"'
                 f"{' checked' * (c == start)}> {c}</label>"
@@ -120,7 +121,7 @@ class CustomDropdown(WidgetTask):
 
     def generate(self, rng: np.random.Generator, difficulty: str) -> Episode:
         count, first = self.SIZES[difficulty]
-        options = sorted(pick(rng, COUNTRIES, count))
+        options = sorted(sample(rng, COUNTRIES, count))
         target = options[int(rng.integers(first, count))]
         items = "".join(f'<div role="option" aria-selected="false">{o}</div>' for o in options)
         body = (
@@ -163,10 +164,10 @@ class NavigateTabs(WidgetTask):
 
     def generate(self, rng: np.random.Generator, difficulty: str) -> Episode:
         count, buttons, labels = self.SIZES[difficulty]
-        tabs = pick(rng, SECTIONS, count)
-        panels = [pick(rng, ACTIONS[:labels], buttons) for _ in tabs]
+        tabs = sample(rng, SECTIONS, count)
+        panels = [sample(rng, ACTIONS[:labels], buttons) for _ in tabs]
         index = int(rng.integers(1, count))
-        target = (tabs[index], one(rng, panels[index]))
+        target = (tabs[index], pick(rng, panels[index]))
         header = "".join(
             f'<button role="tab" id="tab-{i}" aria-controls="panel-{i}" '
             f'aria-selected="{str(i == 0).lower()}">{tab}</button>'
@@ -205,10 +206,10 @@ class ExpandSection(WidgetTask):
 
     def generate(self, rng: np.random.Generator, difficulty: str) -> Episode:
         count, links, labels = self.SIZES[difficulty]
-        sections = pick(rng, SECTIONS, count)
-        contents = [pick(rng, ACTIONS[:labels], links) for _ in sections]
+        sections = sample(rng, SECTIONS, count)
+        contents = [sample(rng, ACTIONS[:labels], links) for _ in sections]
         index = int(rng.integers(count))
-        target = (sections[index], one(rng, contents[index]))
+        target = (sections[index], pick(rng, contents[index]))
         body = (
             '<div class="accordion">'
             + "".join(
@@ -253,11 +254,11 @@ class CloseDialog(WidgetTask):
     DISMISS = ("OK", "Got it", "Close", "Dismiss")
 
     def generate(self, rng: np.random.Generator, difficulty: str) -> Episode:
-        title, text, choices = one(rng, self.DIALOGS)
-        buttons = [one(rng, self.DISMISS)] if difficulty == "easy" else list(choices)
-        answer = one(rng, buttons)
-        page = pick(rng, ACTIONS, 4)
-        then = one(rng, page) if difficulty == "hard" else None
+        title, text, choices = pick(rng, self.DIALOGS)
+        buttons = [pick(rng, self.DISMISS)] if difficulty == "easy" else list(choices)
+        answer = pick(rng, buttons)
+        page = sample(rng, ACTIONS, 4)
+        then = pick(rng, page) if difficulty == "hard" else None
         dialog = "".join(f'<button data-log="dialog/{b}">{b}</button>' for b in buttons)
         body = (
             '<div class="page-buttons">'

@@ -20,7 +20,7 @@ from agentgym.envs.gui.widgets.oracle import (
     right_click,
     scroll_to,
 )
-from agentgym.envs.gui.widgets.task import Episode, PageState, WidgetTask, one, only, pick
+from agentgym.envs.gui.widgets.task import Episode, PageState, WidgetTask, only, sample
 from agentgym.envs.gui.widgets.words import (
     ACTIONS,
     FILE_STEMS,
@@ -30,6 +30,7 @@ from agentgym.envs.gui.widgets.words import (
     ITEMS,
     LAST_NAMES,
 )
+from agentgym.seeding import pick
 
 
 class ClickButton(WidgetTask):
@@ -41,8 +42,8 @@ class ClickButton(WidgetTask):
     COUNTS: ClassVar[dict[str, int]] = {"easy": 2, "medium": 5, "hard": 12}
 
     def generate(self, rng: np.random.Generator, difficulty: str) -> Episode:
-        labels = pick(rng, ACTIONS, self.COUNTS[difficulty])
-        target = one(rng, labels)
+        labels = sample(rng, ACTIONS, self.COUNTS[difficulty])
+        target = pick(rng, labels)
         cells = rng.choice(24, size=len(labels), replace=False)
         buttons = "".join(
             f'<button data-log="{escape(label)}" style="grid-area: {cell // 4 + 1} / {cell % 4 + 1}">'
@@ -69,8 +70,8 @@ class ClickLink(WidgetTask):
 
     def generate(self, rng: np.random.Generator, difficulty: str) -> Episode:
         paragraphs, count = self.LAYOUT[difficulty]
-        links = pick(rng, ITEMS, count)
-        target = one(rng, links)
+        links = sample(rng, ITEMS, count)
+        target = pick(rng, links)
         body = "".join(
             f"<p>{_paragraph(rng, list(part))}</p>" for part in np.array_split(np.array(links), paragraphs)
         )
@@ -104,7 +105,7 @@ class DoubleClickItem(WidgetTask):
 
     def generate(self, rng: np.random.Generator, difficulty: str) -> Episode:
         files = _file_names(rng, self.COUNTS[difficulty], similar=difficulty == "hard")
-        target = one(rng, files)
+        target = pick(rng, files)
         return Episode(f'Open the file "{target}" by double-clicking it.', _file_grid(files), target)
 
     def score(self, episode: Episode, state: PageState) -> float:
@@ -132,7 +133,7 @@ class ContextMenu(WidgetTask):
         commands = [
             self.COMMANDS[i] for i in sorted(rng.choice(len(self.COMMANDS), command_count, replace=False))
         ]
-        target = (one(rng, files), one(rng, commands))
+        target = (pick(rng, files), pick(rng, commands))
         menu = "".join(f'<div role="menuitem">{escape(command)}</div>' for command in commands)
         body = _file_grid(files) + f'<div role="menu" hidden>{menu}</div>'
         return Episode(f'Right-click "{target[0]}" and choose "{target[1]}".', body, target)
@@ -152,10 +153,10 @@ class ContextMenu(WidgetTask):
 def _file_names(rng: np.random.Generator, count: int, *, similar: bool) -> list[str]:
     """``count`` different file names; ``similar``: from three stems with numbers (``report-4.pdf``)."""
     if not similar:
-        return [f"{stem}.{one(rng, FILE_TYPES)}" for stem in pick(rng, FILE_STEMS, count)]
-    stems = pick(rng, FILE_STEMS, 3)
+        return [f"{stem}.{pick(rng, FILE_TYPES)}" for stem in sample(rng, FILE_STEMS, count)]
+    stems = sample(rng, FILE_STEMS, 3)
     variants = rng.choice(len(stems) * 6, size=count, replace=False)
-    return [f"{stems[v // 6]}-{v % 6 + 1}.{one(rng, FILE_TYPES)}" for v in variants]
+    return [f"{stems[v // 6]}-{v % 6 + 1}.{pick(rng, FILE_TYPES)}" for v in variants]
 
 
 def _file_grid(files: list[str]) -> str:

@@ -36,10 +36,6 @@ class WidgetEnv(PageEnv):
         nothing)."""
 
     async def setup(self, difficulty: str, options: dict[str, Any]) -> list[Message]:
-        if options:
-            raise ValueError(
-                f"{self.task.name} takes no reset options besides difficulty, got {sorted(options)}"
-            )
         self.episode = self.task.generate(self.np_random, difficulty)
         self._moves = 0
         screen = await self.open_screen(WIDTH, HEIGHT)

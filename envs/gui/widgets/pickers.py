@@ -10,7 +10,7 @@ from typing import ClassVar
 import numpy as np
 
 from agentgym.envs.gui.widgets.oracle import DONE, Action, Elements, Step, click, fill
-from agentgym.envs.gui.widgets.task import Episode, PageState, WidgetTask, pick, share
+from agentgym.envs.gui.widgets.task import Episode, PageState, WidgetTask, sample, share
 
 
 class PickDate(WidgetTask):
@@ -87,7 +87,7 @@ class NumberSpinner(WidgetTask):
     def generate(self, rng: np.random.Generator, difficulty: str) -> Episode:
         targets: dict[str, int] = {}
         rows = ""
-        for name in pick(rng, self.NAMES, self.COUNTS[difficulty]):
+        for name in sample(rng, self.NAMES, self.COUNTS[difficulty]):
             start = int(rng.integers(0, 6))
             targets[name] = (
                 start + int(rng.integers(1, 5)) if difficulty == "easy" else int(rng.integers(10, 61))

@@ -11,7 +11,7 @@ from typing import ClassVar
 import numpy as np
 
 from agentgym.envs.gui.widgets.oracle import DONE, Action, Element, Elements, Step, click, drag
-from agentgym.envs.gui.widgets.task import Episode, PageState, WidgetTask, listing, pick, share
+from agentgym.envs.gui.widgets.task import Episode, PageState, WidgetTask, listing, sample, share
 from agentgym.envs.gui.widgets.words import COLOURS, ITEMS
 
 
@@ -28,7 +28,7 @@ class ReorderList(WidgetTask):
     ITEM_HEIGHT = 34
 
     def generate(self, rng: np.random.Generator, difficulty: str) -> Episode:
-        items = pick(rng, ITEMS, self.COUNTS[difficulty])
+        items = sample(rng, ITEMS, self.COUNTS[difficulty])
         target = sorted(items) if difficulty == "hard" else items
         start = list(target)
         while start == target:
@@ -88,7 +88,7 @@ class DragToTarget(WidgetTask):
 
     def generate(self, rng: np.random.Generator, difficulty: str) -> Episode:
         count, moved = self.SIZES[difficulty]
-        colours = pick(rng, list(COLOURS), count)
+        colours = sample(rng, list(COLOURS), count)
         zones = [chr(ord("A") + i) for i in range(count)]
         zone_slots = rng.choice(len(self.ZONE_SLOTS), size=count, replace=False)
         box_slots = rng.choice(len(self.BOX_SLOTS), size=count, replace=False)
@@ -144,7 +144,7 @@ class SetSlider(WidgetTask):
         stops = top // step
         targets: dict[str, int] = {}
         rows = ""
-        for name in pick(rng, self.NAMES, count):
+        for name in sample(rng, self.NAMES, count):
             target, start = (int(v) * step for v in rng.choice(stops, size=2, replace=False))
             targets[name] = target
             rows += (

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -24,7 +24,6 @@ STATE_SCRIPT = """() => ({
 })"""
 """Reads the page's event log and the value of every ``data-field`` element (its ``data-value`` where it
 has one, else whether it is ticked, else its ``value``)."""
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -82,12 +81,7 @@ class WidgetTask:
         return steps[moves](view) if moves < len(steps) else DONE
 
 
-def one(rng: np.random.Generator, pool: Sequence[T]) -> T:
-    """One entry of ``pool``, drawn uniformly."""
-    return pool[int(rng.integers(len(pool)))]
-
-
-def pick(rng: np.random.Generator, pool: Sequence[str], count: int) -> list[str]:
+def sample(rng: np.random.Generator, pool: Sequence[str], count: int) -> list[str]:
     """``count`` different entries of ``pool`` in random order."""
     return [pool[i] for i in rng.choice(len(pool), size=count, replace=False)]
 

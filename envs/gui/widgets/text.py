@@ -21,7 +21,7 @@ from agentgym.envs.gui.widgets.oracle import (
     key,
     type_text,
 )
-from agentgym.envs.gui.widgets.task import Episode, PageState, WidgetTask, one, pick, share
+from agentgym.envs.gui.widgets.task import Episode, PageState, WidgetTask, sample, share
 from agentgym.envs.gui.widgets.words import (
     CODE_CHARACTERS,
     CONTENT,
@@ -35,6 +35,7 @@ from agentgym.envs.gui.widgets.words import (
     code,
     sentence,
 )
+from agentgym.seeding import pick
 
 
 def _fields(values: dict[str, str], kind: str = "text") -> str:
@@ -46,7 +47,7 @@ def _fields(values: dict[str, str], kind: str = "text") -> str:
 
 
 def _words(rng: np.random.Generator, count: int) -> str:
-    return " ".join(pick(rng, CONTENT, count))
+    return " ".join(sample(rng, CONTENT, count))
 
 
 def _typing(values: dict[str, str], role: str = "textbox") -> list[Step]:
@@ -76,10 +77,10 @@ class EnterText(WidgetTask):
     COUNTS: ClassVar[dict[str, int]] = {"easy": 1, "medium": 3, "hard": 4}
 
     def generate(self, rng: np.random.Generator, difficulty: str) -> Episode:
-        labels = pick(rng, FIELDS, self.COUNTS[difficulty])
-        target = one(rng, labels)
+        labels = sample(rng, FIELDS, self.COUNTS[difficulty])
+        target = pick(rng, labels)
         if difficulty == "hard":
-            text = f"{one(rng, ITEMS)} {code(rng, 4)}-{rng.integers(10, 100)}{one(rng, SYMBOLS)}"
+            text = f"{pick(rng, ITEMS)} {code(rng, 4)}-{rng.integers(10, 100)}{pick(rng, SYMBOLS)}"
         else:
             text = _words(rng, 1 if difficulty == "easy" else 2)
         body = f'<div class="form">{_fields(dict.fromkeys(labels, ""))}</div>'
@@ -105,10 +106,10 @@ class EditText(WidgetTask):
 
     def generate(self, rng: np.random.Generator, difficulty: str) -> Episode:
         count, edits = self.SIZES[difficulty]
-        labels = pick(rng, FIELDS, count)
+        labels = sample(rng, FIELDS, count)
         start = {label: _words(rng, 2) for label in labels}
         targets = {
-            label: f"{one(rng, FIRST_NAMES)} {one(rng, LAST_NAMES)}" for label in pick(rng, labels, edits)
+            label: f"{pick(rng, FIRST_NAMES)} {pick(rng, LAST_NAMES)}" for label in sample(rng, labels, edits)
         }
         wanted = " and ".join(f'{label} with "{text}"' for label, text in targets.items())
         body = f'<div class="form">{_fields(start)}</div>'
@@ -167,7 +168,7 @@ class LoginForm(WidgetTask):
     scripts = ("forms.js",)
 
     def generate(self, rng: np.random.Generator, difficulty: str) -> Episode:
-        user = f"{one(rng, FIRST_NAMES).lower()}.{one(rng, LAST_NAMES).lower()}"
+        user = f"{pick(rng, FIRST_NAMES).lower()}.{pick(rng, LAST_NAMES).lower()}"
         expected: dict[str, object] = {"username": user, "password": code(rng, 8, LETTERS + CODE_CHARACTERS)}
         instruction = f'Log in as "{user}" with the password "{expected["password"]}"'
         fields = (
@@ -208,7 +209,7 @@ class KeyboardForm(WidgetTask):
     COUNTS: ClassVar[dict[str, int]] = {"easy": 1, "medium": 2, "hard": 3}
 
     def generate(self, rng: np.random.Generator, difficulty: str) -> Episode:
-        labels = pick(rng, FIELDS, self.COUNTS[difficulty])
+        labels = sample(rng, FIELDS, self.COUNTS[difficulty])
         values = {label: _words(rng, 1) for label in labels}
         inputs = "".join(
             f'<label>{label} <input type="text" name="{label}"{" autofocus" * (i == 0)}></label>'
@@ -267,9 +268,9 @@ class CopyPaste(WidgetTask):
             lines.insert(int(rng.integers(4)), text)
             instruction = "Copy the code in bold and paste it into the Answer field."
         else:
-            topics = pick(rng, TOPICS, 3)
+            topics = sample(rng, TOPICS, 3)
             lines = [f"{line[:-1]} {topic}." for line, topic in zip(lines, topics)]
-            text = one(rng, lines)
+            text = pick(rng, lines)
             word = text.split()[-1].rstrip(".")
             instruction = f'Copy the sentence with the word "{word}" and paste it into the Answer field.'
         paragraphs = "".join(
@@ -334,10 +335,10 @@ class PressShortcut(WidgetTask):
         commands = {
             name: kind[name]
             for kind in self.SHORTCUTS[: self.KINDS[difficulty]]
-            for name in pick(rng, list(kind), 2)
+            for name in sample(rng, list(kind), 2)
         }
-        names = pick(rng, list(commands), len(commands))
-        target = one(rng, names)
+        names = sample(rng, list(commands), len(commands))
+        target = pick(rng, names)
         legend = "".join(
             f'<li data-command="{n}" data-combo="{commands[n]}">{n} <kbd>'
             f"{'+'.join(part.capitalize() for part in commands[n].split('+'))}</kbd></li>"

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from agentgym.seeding import pick
+
 CITIES: dict[str, int] = {"Lisbon": 110, "Porto": 90, "Seville": 95, "Barcelona": 140, "Paris": 190,
                           "Rome": 160, "Vienna": 130, "Prague": 85, "Amsterdam": 175, "Edinburgh": 125}
 """The cities and the usual nightly price of a double room there, in dollars."""
@@ -139,8 +141,8 @@ def _hotel(rng: np.random.Generator, id: int, name: str, city: str) -> Hotel:
     chosen = rng.choice(len(AMENITIES), size=int(rng.integers(2, 7)), replace=False)
     amenities = tuple(AMENITIES[i] for i in sorted(int(i) for i in chosen))
     rating = round(min(5.0, float(rng.uniform(2.8, 4.4)) + 0.4 * (level - 0.6)), 1)
-    address = f"{int(rng.integers(1, 120))} {STREETS[int(rng.integers(len(STREETS)))]}, {city}"
-    sight = SIGHTS[int(rng.integers(len(SIGHTS)))]
+    address = f"{int(rng.integers(1, 120))} {pick(rng, STREETS)}, {city}"
+    sight = pick(rng, SIGHTS)
     description = (f"A {rating:.1f}-rated stay in {city}, a short walk from {sight}, with "
                    f"{', '.join(a.lower() for a in amenities)}.")
     return Hotel(id, name, city, address, rating, amenities, rooms, description)

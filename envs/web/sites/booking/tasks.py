@@ -8,7 +8,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import date, timedelta
-from typing import TypeVar
 
 import numpy as np
 
@@ -20,8 +19,8 @@ from agentgym.envs.web.sites.booking.hotels import (
     Hotels,
 )
 from agentgym.envs.web.sites.booking.store import Booking, BookingState, reference
+from agentgym.seeding import pick
 
-T = TypeVar("T")
 DIFFICULTIES = ("easy", "medium", "hard")
 """Task levels: easy names the hotel; medium describes it by city, price cap, rating and an amenity; hard
 adds a second amenity, an arrival time, extras and a special request, or first cancels or changes one of
@@ -131,7 +130,7 @@ def generate_tasks(hotels: Hotels, seed: int = 0, size: int = 150) -> tuple[Book
 
 
 def _guest(rng: np.random.Generator) -> Guest:
-    first, last = _pick(rng, FIRST_NAMES), _pick(rng, LAST_NAMES)
+    first, last = pick(rng, FIRST_NAMES), pick(rng, LAST_NAMES)
     phone = f"+44 7700 900{int(rng.integers(0, 1000)):03d}"
     return Guest(f"{first} {last}", f"{first}.{last}{int(rng.integers(1, 100))}@example.com".lower(), phone)
 
@@ -142,8 +141,8 @@ def _dates(rng: np.random.Generator) -> tuple[date, date]:
 
 
 def _named_stay(rng: np.random.Generator, hotels: Hotels) -> Stay:
-    hotel = _pick(rng, hotels.hotels)
-    room = _pick(rng, hotel.rooms)
+    hotel = pick(rng, hotels.hotels)
+    room = pick(rng, hotel.rooms)
     check_in, check_out = _dates(rng)
     return Stay(hotel.city, hotel.name, room.name, check_in, check_out, int(rng.integers(1, room.sleeps + 1)))
 
@@ -156,7 +155,7 @@ def _details(stay: Stay, guest: Guest) -> str:
 
 def _easy(rng: np.random.Generator, hotels: Hotels, id: int, guest: Guest) -> BookingTask:
     stay = _named_stay(rng, hotels)
-    text = (f"{_pick(rng, OPENERS)} a {stay.room.lower()} at the {stay.hotel} in {stay.city} "
+    text = (f"{pick(rng, OPENERS)} a {stay.room.lower()} at the {stay.hotel} in {stay.city} "
             f"{_details(stay, guest)}")
     return BookingTask(id, "easy", text, guest, stay)
 
@@ -165,8 +164,8 @@ def _constrained(rng: np.random.Generator, hotels: Hotels, id: int, guest: Guest
                  difficulty: str) -> BookingTask:
     """A stay described by city, price cap, minimum rating and amenities; hard adds an arrival time, extras
     and a special request."""
-    hotel = _pick(rng, [hotel for hotel in hotels.hotels if hotel.rating >= RATING_STEPS[0]])
-    room = _pick(rng, hotel.rooms)
+    hotel = pick(rng, [hotel for hotel in hotels.hotels if hotel.rating >= RATING_STEPS[0]])
+    room = pick(rng, hotel.rooms)
     check_in, check_out = _dates(rng)
     cap = int(10 * math.ceil(room.price * float(rng.uniform(1.0, 1.25)) / 10))
     ratings = [step for step in RATING_STEPS if step <= hotel.rating][-2:]
@@ -174,14 +173,14 @@ def _constrained(rng: np.random.Generator, hotels: Hotels, id: int, guest: Guest
     picked = rng.choice(hotel.amenities, size=wanted, replace=False).tolist()
     amenities = tuple(amenity for amenity in hotel.amenities if amenity in picked)
     stay = Stay(hotel.city, None, room.name, check_in, check_out, int(rng.integers(1, room.sleeps + 1)), cap,
-                _pick(rng, ratings), amenities)
+                pick(rng, ratings), amenities)
     asked = " and ".join(AMENITY_PHRASES[a] for a in amenities)
-    text = (f"{_pick(rng, OPENERS)} a {stay.room.lower()} for at most ${cap} a night in a hotel in "
+    text = (f"{pick(rng, OPENERS)} a {stay.room.lower()} for at most ${cap} a night in a hotel in "
             f"{stay.city} rated {stay.min_rating} or more with {asked}, {_details(stay, guest)}")
     if difficulty == "hard":
         picked = rng.choice(EXTRAS, size=int(rng.integers(1, 3)), replace=False).tolist()
         extras = tuple(extra for extra in EXTRAS if extra in picked)
-        stay = replace(stay, arrival=_pick(rng, ARRIVAL_TIMES), extras=extras, request=_pick(rng, REQUESTS))
+        stay = replace(stay, arrival=pick(rng, ARRIVAL_TIMES), extras=extras, request=pick(rng, REQUESTS))
         added = " and ".join(extra.lower() for extra in extras)
         text += (f" I will arrive around {stay.arrival}. Add {added}, and ask for {stay.request} in the "
                  "special requests.")
@@ -194,16 +193,16 @@ def _after_existing(rng: np.random.Generator, hotels: Hotels, id: int, guest: Gu
     with an arrival time to book."""
     existing = []
     for number in (1, 2):
-        hotel = _pick(rng, [h for h in hotels.hotels if len(h.rooms) >= 2])
-        room = _pick(rng, hotel.rooms)
+        hotel = pick(rng, [h for h in hotels.hotels if len(h.rooms) >= 2])
+        room = pick(rng, hotel.rooms)
         check_in, check_out = _dates(rng)
         existing.append(Booking(reference(number), hotel.id, room.name, check_in, check_out, 1, guest.name,
                                 guest.email, guest.phone))
-    target = _pick(rng, existing)
+    target = pick(rng, existing)
     hotel = hotels.hotel(target.hotel_id)
     where = f"my booking at the {hotel.name} in {hotel.city} ({target.check_in} to {target.check_out})"
-    stay = replace(_named_stay(rng, hotels), arrival=_pick(rng, ARRIVAL_TIMES))
-    then = (f"Then {_pick(rng, OPENERS).lower()} a {stay.room.lower()} at the {stay.hotel} in {stay.city} "
+    stay = replace(_named_stay(rng, hotels), arrival=pick(rng, ARRIVAL_TIMES))
+    then = (f"Then {pick(rng, OPENERS).lower()} a {stay.room.lower()} at the {stay.hotel} in {stay.city} "
             f"{_details(stay, guest)} "
             f"I will arrive around {stay.arrival}.")
     if kind == "cancel":
@@ -212,7 +211,7 @@ def _after_existing(rng: np.random.Generator, hotels: Hotels, id: int, guest: Gu
     others = [room.name for room in hotel.rooms if room.name != target.room]
     check_in = target.check_in + timedelta(days=int(rng.choice([-7, -3, -1, 1, 2, 5, 10])))
     change = Change(target.reference, check_in, check_in + timedelta(days=int(rng.integers(1, 8))),
-                    _pick(rng, others))
+                    pick(rng, others))
     text = (f"First change {where} to {change.check_in} to {change.check_out}, in a {change.room.lower()}, "
             f"and keep my other booking. {then}")
     return BookingTask(id, "hard", text, guest, stay, tuple(existing), change=change)
@@ -269,6 +268,3 @@ def _plain(text: str) -> str:
 def _digits(text: str) -> str:
     return re.sub(r"[^0-9]", "", text)
 
-
-def _pick(rng: np.random.Generator, options: Sequence[T]) -> T:
-    return options[int(rng.integers(len(options)))]

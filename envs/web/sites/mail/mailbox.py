@@ -12,6 +12,7 @@ from typing import TypeVar
 import numpy as np
 
 from agentgym.envs.web.sites.mail.store import ARCHIVE, DRAFTS, INBOX, SENT, TRASH, Mail, Mailbox, Person
+from agentgym.seeding import pick
 
 T = TypeVar("T")
 
@@ -129,9 +130,6 @@ class _Draw:
     threads: list[tuple[str, list[int], dict[str, str], int | None]] = field(default_factory=list)
     used: set[str] = field(default_factory=set)
 
-    def pick(self, options: Sequence[T]) -> T:
-        return options[int(self.rng.integers(len(options)))]
-
     def sample(self, options: Sequence[T], count: int) -> list[T]:
         return [options[int(i)] for i in self.rng.choice(len(options), size=count, replace=False)]
 
@@ -176,7 +174,7 @@ def generate(seed: int) -> Generated:
     """A mailbox of about forty messages drawn from ``seed``, with the threads it was made of. The same seed
     always gives the same mailbox."""
     rng = np.random.default_rng(seed)
-    company, domain = COMPANIES[int(rng.integers(len(COMPANIES)))]
+    company, domain = pick(rng, COMPANIES)
     firsts = rng.choice(len(FIRST_NAMES), size=12, replace=False)  # unique: a first name is one person
     people = [(FIRST_NAMES[int(f)], LAST_NAMES[int(last)])
               for f, last in zip(firsts, rng.integers(len(LAST_NAMES), size=12))]
@@ -205,7 +203,7 @@ def generate(seed: int) -> Generated:
 
 
 def _time(draw: _Draw) -> str:
-    return draw.fresh(lambda: f"{int(draw.rng.integers(8, 17)):02d}:{draw.pick(('00', '15', '30', '45'))}")
+    return draw.fresh(lambda: f"{int(draw.rng.integers(8, 17)):02d}:{pick(draw.rng, ('00', '15', '30', '45'))}")
 
 
 def _invoices(draw: _Draw, reps: list[Person]) -> None:
@@ -234,16 +232,16 @@ def _meetings(draw: _Draw) -> None:
     """Three colleagues each propose a meeting on a topic; the owner often answers and they confirm."""
     owner = draw.owner
     for host, topic in zip(draw.sample(draw.colleagues, 3), draw.sample(TOPICS, 3)):
-        time, room = _time(draw), draw.fresh(lambda: draw.pick(ROOMS))
-        day = draw.pick(WEEKDAYS)
+        time, room = _time(draw), draw.fresh(lambda: pick(draw.rng, ROOMS))
+        day = pick(draw.rng, WEEKDAYS)
         others = [c for c in draw.colleagues if c != host]
-        cc = [others[int(draw.rng.integers(len(others)))]] if draw.rng.random() < 0.5 else []
+        cc = [pick(draw.rng, others)] if draw.rng.random() < 0.5 else []
         facts = {"topic": topic, "time": time, "day": day, "room": room, "host": host.address}
         thread = draw.thread("meeting", facts)
         key, subject = draw.when(), f"{topic.capitalize()} meeting"
         draw.add(thread, key, INBOX, host, [owner], subject,
                  f"Hi {owner.first_name},\n\ncould we get together to go over the {topic}? I propose {day} "
-                 f"at {time} in {room}. It should take about {draw.pick(('30', '45', '60'))} minutes.\n\n"
+                 f"at {time} in {room}. It should take about {pick(draw.rng, ('30', '45', '60'))} minutes.\n\n"
                  f"Let me know if that works.\n{host.first_name}", cc)
         if draw.rng.random() < 0.75:
             key += draw.when(1, 6)
@@ -258,10 +256,10 @@ def _shipping(draw: _Draw) -> None:
     """Three orders from shops, each shipped with a tracking number, some confirmed first."""
     owner = draw.owner
     for item in draw.sample(ITEMS, 3):
-        name, address = draw.pick(SHOPS)
+        name, address = pick(draw.rng, SHOPS)
         shop = Person(name, address)
         draw.services.append(shop)
-        carrier, prefix = draw.pick(CARRIERS)
+        carrier, prefix = pick(draw.rng, CARRIERS)
         order = draw.fresh(lambda: draw.digits(6))
         tracking = prefix + draw.fresh(lambda: f"{draw.digits(5)}{draw.letters(2)}{draw.digits(5)}")
         delivery = draw.day(int(draw.rng.integers(10, 40)))
@@ -283,7 +281,7 @@ def _travel(draw: _Draw) -> None:
     owner = draw.owner
     origin, *cities = draw.sample(CITIES, 3)
     for city in cities:
-        airline, address, prefix = draw.pick(AIRLINES)
+        airline, address, prefix = pick(draw.rng, AIRLINES)
         sender = Person(airline, address)
         draw.services.append(sender)
         code = draw.fresh(lambda: f"{draw.letters(3)}{draw.digits(3)}")
@@ -307,7 +305,7 @@ def _newsletters(draw: _Draw) -> None:
         keys = sorted(draw.when(0, 95) for _ in range(count))
         for number, (key, index) in enumerate(zip(keys, draw.rng.choice(len(headlines), size=count,
                                                                           replace=False))):
-            folder = draw.pick((INBOX, INBOX, ARCHIVE, TRASH)) if number == 0 and count == 3 else INBOX
+            folder = pick(draw.rng, (INBOX, INBOX, ARCHIVE, TRASH)) if number == 0 and count == 3 else INBOX
             headline = headlines[int(index)]
             thread = draw.thread("newsletter", {"newsletter": name, "issue": str(first + number)})
             draw.add(thread, key, folder, sender, [draw.owner], f"{name} issue {first + number}: {headline}",
@@ -339,7 +337,7 @@ def _reports(draw: _Draw) -> None:
         key, subject = draw.when(), f"Draft {topic} report"
         draw.add(thread, key, INBOX, author, [owner, second], subject,
                  f"Hi all,\n\nhere is the draft of the {topic} report. The main number: {growth}% growth "
-                 f"over the last quarter. Please send comments by {draw.pick(WEEKDAYS)}.\n\nThanks,\n"
+                 f"over the last quarter. Please send comments by {pick(draw.rng, WEEKDAYS)}.\n\nThanks,\n"
                  f"{author.first_name}", cc)
         if draw.rng.random() < 0.5:
             draw.add(thread, key + draw.when(1, 8), INBOX, second, [author, owner], f"Re: {subject}",
@@ -351,10 +349,10 @@ def _requests(draw: _Draw) -> None:
     owner = draw.owner
     for kind in draw.sample(list(ASKED), 2):
         candidates = [i for i, t in enumerate(draw.threads) if t[0] == kind]
-        about = candidates[int(draw.rng.integers(len(candidates)))]
+        about = pick(draw.rng, candidates)
         facts = draw.threads[about][2]
         host = facts.get("host")
-        asker = draw.pick([c for c in draw.colleagues if c.address != host])
+        asker = pick(draw.rng, [c for c in draw.colleagues if c.address != host])
         fact, subject, question = ASKED[kind]
         known = {**facts, "host": next((c.first_name for c in draw.colleagues if c.address == host), "")}
         thread = draw.thread("request", {"fact": fact, "asker": asker.address}, about)
@@ -370,11 +368,11 @@ def _chat(draw: _Draw) -> None:
         draw.add(thread, draw.when(), INBOX, friend, [owner], subject,
                  f"Hi {owner.first_name},\n\n{text}\n\n{friend.first_name}")
     for subject, text in draw.sample(NOTES, 2):
-        colleague = draw.pick(draw.colleagues)
+        colleague = pick(draw.rng, draw.colleagues)
         thread = draw.thread("note", {})
         draw.add(thread, draw.when(), SENT, owner, [colleague], subject,
                  f"Hi {colleague.first_name},\n\n{text}\n\n{owner.first_name}")
-    colleague = draw.pick(draw.colleagues)
+    colleague = pick(draw.rng, draw.colleagues)
     thread = draw.thread("draft", {})
     draw.add(thread, draw.when(90, 99), DRAFTS, owner, [colleague], "Ideas for next quarter",
              "Some first thoughts:\n- fewer meetings\n- ", draft=True)
@@ -394,7 +392,7 @@ def _assemble(draw: _Draw, contacts: tuple[Person, ...]) -> Generated:
         theirs = message.sender != owner.address and message.folder == INBOX
         folder = message.folder
         if theirs and rank < len(order) // 2:
-            folder = draw.pick((INBOX, INBOX, INBOX, INBOX, INBOX, ARCHIVE, ARCHIVE, *folders))
+            folder = pick(draw.rng, (INBOX, INBOX, INBOX, INBOX, INBOX, ARCHIVE, ARCHIVE, *folders))
         recent = rank >= 2 * len(order) // 3
         mails[ids[index]] = Mail(ids[index], folder, message.sender, message.to, message.cc, message.subject,
                                  message.body, moment, message.thread,

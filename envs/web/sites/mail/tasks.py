@@ -28,6 +28,7 @@ from agentgym.envs.web.sites.mail.store import (
     prefixed,
     words,
 )
+from agentgym.seeding import pick
 
 DIFFICULTIES = ("easy", "medium", "hard")
 PHRASES = ("Thanks, that works for me.", "I will get back to you by Friday.", "Sounds good, count me in.",
@@ -196,8 +197,9 @@ def generate_tasks(seed: int = 0, per_difficulty: int = 50) -> tuple[MailTask, .
     return tuple(tasks)
 
 
-def _pick(rng: np.random.Generator, options: list[T]) -> T | None:
-    return options[int(rng.integers(len(options)))] if options else None
+def _pick_or_none(rng: np.random.Generator, options: list[T]) -> T | None:
+    """:func:`~agentgym.seeding.pick`, or ``None`` (drawing nothing) when there are no ``options``."""
+    return pick(rng, options) if options else None
 
 
 def _done(text: str = "Done.") -> OracleStep:
@@ -274,7 +276,7 @@ def _source(g: Generated, thread: Thread) -> Mail:
 
 def _star(rng: np.random.Generator, g: Generated) -> _Made | None:
     box = g.mailbox
-    mail = _pick(rng, [m for m in _theirs(box) if not m.starred])
+    mail = _pick_or_none(rng, [m for m in _theirs(box) if not m.starred])
     if mail is None:
         return None
     return _Made(f"Star {_the_email(box, mail)}.", Goal(starred=(mail.id,)),
@@ -284,7 +286,7 @@ def _star(rng: np.random.Generator, g: Generated) -> _Made | None:
 def _archive_newsletter(rng: np.random.Generator, g: Generated) -> _Made | None:
     box = g.mailbox
     issues = _ids(g, "newsletter")
-    mail = _pick(rng, [m for m in _theirs(box) if m.id in issues])
+    mail = _pick_or_none(rng, [m for m in _theirs(box) if m.id in issues])
     if mail is None:
         return None
     return _Made(f'Move the newsletter "{mail.subject}" from {box.name_of(mail.sender)} to Archive.',
@@ -295,7 +297,7 @@ def _archive_newsletter(rng: np.random.Generator, g: Generated) -> _Made | None:
 def _delete(rng: np.random.Generator, g: Generated) -> _Made | None:
     box = g.mailbox
     disposable = _ids(g, "code", "newsletter", "chat", "shipping")
-    mail = _pick(rng, [m for m in _theirs(box) if m.id in disposable])
+    mail = _pick_or_none(rng, [m for m in _theirs(box) if m.id in disposable])
     if mail is None:
         return None
     return _Made(f"Delete {_the_email(box, mail)}.", Goal(placed=((mail.id, TRASH),)),
@@ -304,7 +306,7 @@ def _delete(rng: np.random.Generator, g: Generated) -> _Made | None:
 
 def _mark_unread(rng: np.random.Generator, g: Generated) -> _Made | None:
     box = g.mailbox
-    mail = _pick(rng, [m for m in _theirs(box) if not m.unread])
+    mail = _pick_or_none(rng, [m for m in _theirs(box) if not m.unread])
     if mail is None:
         return None
     return _Made(f"Mark {_the_email(box, mail)} as unread.", Goal(unread=(mail.id,)),
@@ -314,8 +316,8 @@ def _mark_unread(rng: np.random.Generator, g: Generated) -> _Made | None:
 def _reply(rng: np.random.Generator, g: Generated) -> _Made | None:
     box = g.mailbox
     people = {p.address for p in box.contacts}
-    mail = _pick(rng, [m for m in _theirs(box) if m.sender in people])
-    phrase = _pick(rng, list(PHRASES))
+    mail = _pick_or_none(rng, [m for m in _theirs(box) if m.sender in people])
+    phrase = _pick_or_none(rng, list(PHRASES))
     if mail is None or phrase is None:
         return None
     goal = Goal(outgoing=Outgoing(frozenset({mail.sender}), prefixed("Re", mail.subject), (phrase,)))
@@ -328,8 +330,8 @@ def _reply(rng: np.random.Generator, g: Generated) -> _Made | None:
 def _move_to_folder(rng: np.random.Generator, g: Generated) -> _Made | None:
     box = g.mailbox
     filed = _ids(g, "invoice", "shipping", "travel")
-    mail = _pick(rng, [m for m in _theirs(box) if m.id in filed])
-    folder = _pick(rng, box.folders)
+    mail = _pick_or_none(rng, [m for m in _theirs(box) if m.id in filed])
+    folder = _pick_or_none(rng, box.folders)
     if mail is None or folder is None:
         return None
     return _Made(f'Move {_the_email(box, mail)} to the folder "{folder}".', Goal(placed=((mail.id, folder),)),
@@ -339,8 +341,8 @@ def _move_to_folder(rng: np.random.Generator, g: Generated) -> _Made | None:
 
 def _write(rng: np.random.Generator, g: Generated) -> _Made | None:
     box = g.mailbox
-    contact: Person | None = _pick(rng, list(box.contacts))
-    subject, phrase = _pick(rng, list(SUBJECTS)), _pick(rng, list(PHRASES))
+    contact: Person | None = _pick_or_none(rng, list(box.contacts))
+    subject, phrase = _pick_or_none(rng, list(SUBJECTS)), _pick_or_none(rng, list(PHRASES))
     if contact is None or subject is None or phrase is None:
         return None
     goal = Goal(outgoing=Outgoing(frozenset({contact.address}), subject, (phrase,)))
@@ -352,7 +354,7 @@ def _write(rng: np.random.Generator, g: Generated) -> _Made | None:
 
 def _code(rng: np.random.Generator, g: Generated) -> _Made | None:
     box = g.mailbox
-    thread = _pick(rng, [t for t in _of(g, "code") if box.mails[t.ids[0]].folder == INBOX])
+    thread = _pick_or_none(rng, [t for t in _of(g, "code") if box.mails[t.ids[0]].folder == INBOX])
     if thread is None:
         return None
     mail = _source(g, thread)
@@ -365,8 +367,8 @@ def _code(rng: np.random.Generator, g: Generated) -> _Made | None:
 
 def _forward_invoice(rng: np.random.Generator, g: Generated, *, archive: bool = False) -> _Made | None:
     box = g.mailbox
-    thread = _pick(rng, [t for t in _of(g, "invoice") if not archive or box.mails[t.ids[0]].folder == INBOX])
-    to = _pick(rng, [p for p in (*box.services, *box.contacts)
+    thread = _pick_or_none(rng, [t for t in _of(g, "invoice") if not archive or box.mails[t.ids[0]].folder == INBOX])
+    to = _pick_or_none(rng, [p for p in (*box.services, *box.contacts)
                      if p.address.startswith("finance@") or p.company == box.owner.company])
     if thread is None or to is None:
         return None
@@ -385,7 +387,7 @@ def _forward_invoice(rng: np.random.Generator, g: Generated, *, archive: bool = 
 
 def _meeting_time(rng: np.random.Generator, g: Generated) -> _Made | None:
     box = g.mailbox
-    thread = _pick(rng, _of(g, "meeting"))
+    thread = _pick_or_none(rng, _of(g, "meeting"))
     if thread is None:
         return None
     host = box.name_of(thread.facts["host"])
@@ -396,7 +398,7 @@ def _meeting_time(rng: np.random.Generator, g: Generated) -> _Made | None:
 
 def _look_up(rng: np.random.Generator, g: Generated) -> _Made | None:
     box = g.mailbox
-    thread = _pick(rng, [t for t in g.threads if t.kind in LOOK_UPS])
+    thread = _pick_or_none(rng, [t for t in g.threads if t.kind in LOOK_UPS])
     if thread is None:
         return None
     question, fact = LOOK_UPS[thread.kind]
@@ -411,7 +413,7 @@ def _delete_sender(rng: np.random.Generator, g: Generated) -> _Made | None:
     for mail in box.mails.values():
         if mail.folder != TRASH and mail.sender != box.owner.address:
             by_sender.setdefault(mail.sender, []).append(mail)
-    sender = _pick(rng, sorted(s for s, mails in by_sender.items() if len(mails) >= 2))
+    sender = _pick_or_none(rng, sorted(s for s, mails in by_sender.items() if len(mails) >= 2))
     if sender is None:
         return None
     mails = sorted(by_sender[sender], key=lambda m: m.id)
@@ -423,7 +425,7 @@ def _delete_sender(rng: np.random.Generator, g: Generated) -> _Made | None:
 
 def _request(rng: np.random.Generator, g: Generated) -> tuple[Thread, Thread, Mail] | None:
     """A colleague's request, the thread it asks about, and the request message."""
-    request = _pick(rng, _of(g, "request"))
+    request = _pick_or_none(rng, _of(g, "request"))
     if request is None or request.about is None:
         return None
     return request, g.threads[request.about], g.mailbox.mails[request.ids[0]]
@@ -451,7 +453,7 @@ def _archive_issues(rng: np.random.Generator, g: Generated) -> _Made | None:
         mail = box.mails[thread.ids[0]]
         if mail.folder == INBOX:
             by_name.setdefault(thread.facts["newsletter"], []).append(mail)
-    name = _pick(rng, sorted(n for n, mails in by_name.items() if len(mails) >= 2))
+    name = _pick_or_none(rng, sorted(n for n, mails in by_name.items() if len(mails) >= 2))
     if name is None:
         return None
     mails = sorted(by_name[name], key=lambda m: m.id)
@@ -481,7 +483,7 @@ def _relay(rng: np.random.Generator, g: Generated) -> _Made | None:
 
 def _file_thread(rng: np.random.Generator, g: Generated) -> _Made | None:
     box = g.mailbox
-    thread = _pick(rng, [t for t in g.threads
+    thread = _pick_or_none(rng, [t for t in g.threads
                          if t.kind in ("meeting", "invoice", "report") and len(t.ids) >= 2])
     if thread is None:
         return None
@@ -502,13 +504,13 @@ def _file_thread(rng: np.random.Generator, g: Generated) -> _Made | None:
 
 def _reply_all(rng: np.random.Generator, g: Generated) -> _Made | None:
     box = g.mailbox
-    thread = _pick(rng, _of(g, "report"))
+    thread = _pick_or_none(rng, _of(g, "report"))
     if thread is None:
         return None
     mail = box.mails[thread.ids[0]]
     on = {mail.sender, *mail.to, *mail.cc, box.owner.address}
-    extra = _pick(rng, [p for p in box.contacts if p.address not in on])
-    phrase = _pick(rng, list(PHRASES))
+    extra = _pick_or_none(rng, [p for p in box.contacts if p.address not in on])
+    phrase = _pick_or_none(rng, list(PHRASES))
     if extra is None or phrase is None:
         return None
     me = box.owner.address
@@ -529,11 +531,11 @@ def _forward_and_archive(rng: np.random.Generator, g: Generated) -> _Made | None
 
 def _accept_meeting(rng: np.random.Generator, g: Generated) -> _Made | None:
     box = g.mailbox
-    thread = _pick(rng, _of(g, "meeting"))
+    thread = _pick_or_none(rng, _of(g, "meeting"))
     if thread is None:
         return None
     mail = _source(g, thread)
-    extra = _pick(rng, [p for p in box.contacts if p.address not in {mail.sender, *mail.cc}])
+    extra = _pick_or_none(rng, [p for p in box.contacts if p.address not in {mail.sender, *mail.cc}])
     if extra is None:
         return None
     day, time = thread.facts["day"], thread.facts["time"]

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from agentgym.envs.web.sites.shop.store import CartLine, Order
+from agentgym.seeding import pick
 
 DIFFICULTIES = ("easy", "medium", "hard")
 """Instruction levels: easy names a category and one attribute; medium adds an option and a price cap; hard
@@ -189,15 +190,15 @@ def generate_catalog(seed: int = 0, size: int = 600) -> Catalog:
     numbers = rng.choice(np.arange(100, 100 + max(900, 2 * size)), size=size, replace=False)
     products = []
     for index in range(size):
-        category = categories[index % len(categories)] if index < len(categories) else _pick(rng, categories)
+        category = categories[index % len(categories)] if index < len(categories) else pick(rng, categories)
         products.append(_product(rng, index + 1, category, int(numbers[index])))
     return Catalog(tuple(products))
 
 
 def _product(rng: np.random.Generator, id: int, category: str, number: int) -> Product:
     kind = KINDS[category]
-    brand = _pick(rng, BRANDS)
-    attributes = {name: _pick(rng, values) for name, values in kind.attributes.items()}
+    brand = pick(rng, BRANDS)
+    attributes = {name: pick(rng, values) for name, values in kind.attributes.items()}
     options = {}
     for name, values in kind.options.items():
         count = int(rng.integers((len(values) + 1) // 2, len(values) + 1))
@@ -205,7 +206,7 @@ def _product(rng: np.random.Generator, id: int, category: str, number: int) -> P
         options[name] = tuple(values[i] for i in chosen)
     title = " ".join((brand, *(_capital(v) for v in attributes.values()), _capital(category), str(number)))
     rating = round(float(rng.uniform(2.5, 5.0)), 1)
-    description = (f"{brand} {category}: {', '.join(attributes.values())}. {_pick(rng, kind.notes)} "
+    description = (f"{brand} {category}: {', '.join(attributes.values())}. {pick(rng, kind.notes)} "
                    f"Rated {rating} out of 5 by our customers.")
     price = round(float(rng.uniform(*kind.price)), 2)
     return Product(id, title, category, price, attributes, options, rating, description)
@@ -241,7 +242,7 @@ def generate_instructions(catalog: Catalog, seed: int = 0, size: int = 240) -> t
     instructions = []
     for index, difficulty in enumerate(rng.permutation(np.resize(DIFFICULTIES, size))):
         pool = catalog.products if difficulty == "easy" else with_options
-        draft = _describe(rng, index, str(difficulty), pool[int(rng.integers(len(pool)))])
+        draft = _describe(rng, index, str(difficulty), pick(rng, pool))
         goals = tuple(p.id for p in catalog.products if draft.fits(p))
         instructions.append(replace(draft, goals=goals))
     return tuple(instructions)
@@ -255,11 +256,11 @@ def _describe(rng: np.random.Generator, id: int, difficulty: str, product: Produ
     options: dict[str, str] = {}
     max_price = None
     if difficulty != "easy":
-        asked = [_pick(rng, list(product.options))] if difficulty == "medium" else list(product.options)
-        options = {name: _pick(rng, product.options[name]) for name in asked}
+        asked = [pick(rng, list(product.options))] if difficulty == "medium" else list(product.options)
+        options = {name: pick(rng, product.options[name]) for name in asked}
         max_price = float(5 * math.ceil((product.price * float(rng.uniform(1.05, 1.6)) + 0.01) / 5))
     phrase = KINDS[product.category].noun.format(" ".join(attributes.values()))
-    text = " ".join((_pick(rng, OPENERS), "an" if phrase[0] in "aeiou8" else "a", phrase,
+    text = " ".join((pick(rng, OPENERS), "an" if phrase[0] in "aeiou8" else "a", phrase,
                      *(OPTION_PHRASES[name].format(value) for name, value in options.items())))
     if max_price is not None:
         text += f", under ${max_price:.0f}"
@@ -303,9 +304,6 @@ def oracle_plan(instruction: Instruction, catalog: Catalog) -> OraclePlan:
     options = {name: instruction.options.get(name, values[0]) for name, values in product.options.items()}
     return OraclePlan(product.title, product.id, options)
 
-
-def _pick(rng: np.random.Generator, options: Sequence[str]) -> str:
-    return options[int(rng.integers(len(options)))]
 
 
 def _capital(text: str) -> str:

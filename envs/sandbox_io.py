@@ -1,21 +1,18 @@
-"""What the sandboxed tool environments share: task files written in one command, checked text, and a
-command's result as the agent reads it."""
+"""What the sandboxed environments share: task files written in one command, files read back through a probe
+run in the sandbox, checked text, and a command's result as the agent reads it."""
 
 from __future__ import annotations
 
 import io
+import json
 import tarfile
-from collections.abc import Sequence
 from pathlib import PurePosixPath
-from typing import TypeVar
-
-import numpy as np
+from typing import Any
 
 from agentgym.errors import ToolError
 from agentgym.sandboxes.base import ExecResult, Sandbox
 from agentgym.sandboxes.errors import SandboxError
 
-T = TypeVar("T")
 OUTPUT_CHARS = 4000
 """Characters of each output stream an agent is shown."""
 FILE_TIME = 1_714_521_600
@@ -28,6 +25,28 @@ async def write_tree(sandbox: Sandbox, files: dict[str, str]) -> None:
     if not result.ok:
         raise SandboxError(f"could not write the task's files in sandbox {sandbox.id}: "
                            f"{result.stderr[-300:]}")
+
+
+class ReadBackError(SandboxError):
+    """A probe ran in a working sandbox but failed or printed no JSON: what is inside could not be read."""
+
+    def __init__(self, sandbox: Sandbox, stderr: str) -> None:
+        self.stderr = stderr[-300:]
+        """The tail of what the probe wrote to stderr."""
+        super().__init__(f"could not read the files back from sandbox {sandbox.id}: {self.stderr}")
+
+
+async def read_back(sandbox: Sandbox, probe: str, request: Any) -> Any:
+    """Run the Python program ``probe`` in the sandbox's work dir with ``request`` as JSON on its stdin, and
+    return the JSON it prints; a :class:`ReadBackError` when it fails or prints none."""
+    result = await sandbox.exec(["python3", "-c", probe], timeout=60, stdin=json.dumps(request))
+    try:
+        found = json.loads(result.stdout) if result.ok else None
+    except ValueError:
+        found = None
+    if found is None:
+        raise ReadBackError(sandbox, result.stderr)
+    return found
 
 
 def _tar(files: dict[str, str]) -> bytes:
@@ -78,7 +97,3 @@ def _stream(name: str, text: str, *, head: bool) -> str:
         return f"{name}:\n{text[:OUTPUT_CHARS]}\n[output cut: only the first {OUTPUT_CHARS} characters shown]"
     return f"{name}:\n[output cut: only the last {OUTPUT_CHARS} characters shown]\n{text[-OUTPUT_CHARS:]}"
 
-
-def pick(rng: np.random.Generator, options: Sequence[T]) -> T:
-    """One of ``options``, drawn from ``rng``."""
-    return options[int(rng.integers(len(options)))]
