@@ -23,6 +23,7 @@ the attempts a group keeps where an episode failed on infrastructure or ``redund
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -30,6 +31,7 @@ import shutil
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,14 +46,14 @@ from agentgym.config import dump_config, load_config
 from agentgym.errors import AgentGymError
 from agentgym.evaluation.records import RunSpec, tasks_digest
 from agentgym.evaluation.run import run_evaluation
-from agentgym.progress import quiet_progress_bars
-from agentgym.inference.types import SamplingParams
+from agentgym.inference.types import InferenceEngine, SamplingParams, SleepingEngine
 from agentgym.metrics_log import JSONL_NAME, MetricsLog, plot_curves, read_metrics, rewind_jsonl
+from agentgym.policies.lm import LMPolicy
+from agentgym.progress import quiet_progress_bars
 from agentgym.registration import make
 from agentgym.rollout.background import BackgroundLoop
 from agentgym.rollout.config import RolloutConfig
 from agentgym.rollout.iterate import drain
-from agentgym.policies.lm import LMPolicy
 from agentgym.rollout.runner import Backend, LocalBackend
 from agentgym.rollout.scheduler import RolloutScheduler, group_id
 from agentgym.rollout.stream import TrajectoryStream
@@ -76,6 +78,7 @@ from agentgym.trainers.progress import TrainProgress
 from agentgym.trainers.rank_group import RankGroup, TrainerRankError
 from agentgym.trainers.report import write_report
 from agentgym.trainers.sampler import TaskSampler
+from agentgym.trainers.weight_publish import train_and_publish
 from agentgym.trajectory import Trajectory
 
 CONFIG_FILE = "config.yaml"
@@ -216,7 +219,8 @@ class _Run:
         if isinstance(self.learner, RankGroup):
             self.learner.close()
 
-    def _engine(self, background: BackgroundLoop) -> Any:
+    def _engine(self, background: BackgroundLoop) -> SleepingEngine:
+        """The engine the rollout samples from and the trainer publishes its weights to."""
         config = self.config.engine
         kwargs = dict(config.kwargs)
         if config.name == "torch":
@@ -231,11 +235,13 @@ class _Run:
         if config.name == "torch":  # for replicas in processes of their own; here, torch's threads are set already
             kwargs.setdefault("threads", config.threads)
         engine = self.backend.engine(config.name, self.source, **kwargs)
+        if not isinstance(engine, SleepingEngine):
+            raise AgentGymError(f"the {config.name} engine cannot be trained: it has no sleep and wake_up")
         if self.step:
             background.run(engine.update_weights(self.learner.weights(), version=self.step))
         return engine
 
-    def _policy(self, engine: Any, temperature: float | None = None) -> LMPolicy:
+    def _policy(self, engine: InferenceEngine, temperature: float | None = None) -> LMPolicy:
         return LMPolicy(engine, self._sampling(temperature), max_context=self.config.engine.max_context, name="learner")
 
     def _sampling(self, temperature: float | None = None) -> SamplingParams:
@@ -244,7 +250,7 @@ class _Run:
         return SamplingParams(temperature=sampling.temperature if temperature is None else temperature,
                               top_p=sampling.top_p, max_tokens=sampling.max_tokens)
 
-    def _train(self, background: BackgroundLoop, engine: Any, log: MetricsLog) -> None:
+    def _train(self, background: BackgroundLoop, engine: SleepingEngine, log: MetricsLog) -> None:
         config, trainer = self.config, self.config.trainer
         rollout_config = RolloutConfig(
             concurrency=trainer.concurrency,
@@ -272,20 +278,8 @@ class _Run:
                     step_started = time.perf_counter()
                     draw = self._next_batch(background, groups, rollout, scheduler)
                     waited = time.perf_counter() - step_started
-                    if colocate:
-                        background.run(engine.sleep())
-                        self.learner.onload()
-                    metrics = self._learn(draw)
-                    publish_started = time.perf_counter()
-                    weights = self.learner.weights()
-                    if colocate:
-                        background.run(engine.wake_up())
-                    background.run(engine.update_weights(weights, version=self.learner.version))
-                    if colocate:
-                        del weights
-                        self.learner.offload()
-                    metrics["time/publish_seconds"] = time.perf_counter() - publish_started
-                    background.call(scheduler.notify)
+                    metrics = train_and_publish(background, engine, self.learner, scheduler,
+                                                functools.partial(self._learn, draw), colocate=colocate)
                     self.step = self.learner.version
                     metrics.update(self._consume(draw))
                     metrics.update(scheduler.metrics.log_dict())
@@ -309,7 +303,7 @@ class _Run:
         (handed out but never consumed), then new ones."""
         return itertools.chain(self.data.pending(), itertools.count(self.data.next))
 
-    def _next_batch(self, background: BackgroundLoop, groups: AsyncIterator[_Closed], rollout: Any,
+    def _next_batch(self, background: BackgroundLoop, groups: AsyncIterator[_Closed], rollout: Future[Any],
                     scheduler: RolloutScheduler) -> _Draw:
         """The next ``groups_per_step`` complete groups (under dynamic sampling, with signal), and those passed."""
         wanted, algorithm = self.config.trainer.groups_per_step, self.config.algorithm
@@ -400,7 +394,7 @@ class _Run:
     def _due(self, every: int) -> bool:
         return self.step == self.config.trainer.steps or (every > 0 and self.step % every == 0)
 
-    def _evaluate(self, background: BackgroundLoop, engine: Any, log: MetricsLog, progress: TrainProgress,
+    def _evaluate(self, background: BackgroundLoop, engine: InferenceEngine, log: MetricsLog, progress: TrainProgress,
                   scheduler: RolloutScheduler | None = None) -> None:
         """Score the current weights on the held-out tasks into ``eval/step-N/`` (with its report). The
         rollout keeps running on the same engine meanwhile; only the trainer waits, so the weights hold still."""

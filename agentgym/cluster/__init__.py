@@ -7,16 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from agentgym.cluster.config import BackendConfig, RayConfig
-from agentgym.rollout.runner import LocalBackend
+from agentgym.rollout.runner import Backend, LocalBackend
 
 __all__ = ["BackendConfig", "RayConfig", "open_backend"]
 
 
 @contextmanager
-def open_backend(config: BackendConfig) -> Iterator[Any]:
+def open_backend(config: BackendConfig) -> Iterator[Backend]:
     """The backend ``config`` names, for the duration of the block (a local Ray it started is stopped after)."""
     if config.backend == "local":
         yield LocalBackend()

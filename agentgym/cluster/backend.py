@@ -6,12 +6,16 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentgym.cluster.config import RayConfig
 from agentgym.errors import AgentGymError
 from agentgym.policies import Policy
 from agentgym.registration import spec
+
+if TYPE_CHECKING:
+    from agentgym.cluster.engines import ReplicatedEngine
+    from agentgym.cluster.env_workers import RayRunner
 
 INSTALL = "pip install 'agentgym[ray]'"
 MIB = 1 << 20
@@ -33,7 +37,7 @@ class RayBackend:
         self._workers: dict[tuple[tuple[str, float], ...], Any] = {}
 
     def runner(self, env_id: str, policy: Policy, env_kwargs: dict[str, Any] | None, *,
-               close_timeout: float | None) -> Any:
+               close_timeout: float | None) -> RayRunner:
         """A runner whose episodes play in :meth:`workers` of ``env_id``."""
         from agentgym.cluster.env_workers import RayRunner
 
@@ -56,7 +60,7 @@ class RayBackend:
                                                        "resources": resources, "scheduling_strategy": "SPREAD"})
         return self._workers[key]
 
-    def engine(self, name: str, model: str | Path, **engine_kwargs: Any) -> Any:
+    def engine(self, name: str, model: str | Path, **engine_kwargs: Any) -> ReplicatedEngine:
         """:attr:`config`'s ``engine_replicas`` replicas of engine ``name`` on ``model``, as one engine."""
         from agentgym.cluster.engines import ReplicatedEngine
 

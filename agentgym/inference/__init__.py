@@ -16,6 +16,7 @@ from agentgym.inference.types import (
     GenerationResult,
     InferenceEngine,
     SamplingParams,
+    SleepingEngine,
     StreamingEngine,
     stream_generation,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "GenerationResult",
     "InferenceEngine",
     "SamplingParams",
+    "SleepingEngine",
     "StreamingEngine",
     "engine_class",
     "load_engine",

@@ -174,6 +174,20 @@ class StreamingEngine(InferenceEngine, Protocol):
         ...
 
 
+@runtime_checkable
+class SleepingEngine(InferenceEngine, Protocol):
+    """An engine that can hand its device to a colocated trainer between steps (torch, vLLM and their Ray
+    replicas): what a trainer drives."""
+
+    async def sleep(self) -> None:
+        """Free the device (weights and KV cache leave it; requests in flight wait) until :meth:`wake_up`."""
+        ...
+
+    async def wake_up(self) -> None:
+        """Take the device back and go on generating; requests interrupted by :meth:`sleep` continue."""
+        ...
+
+
 async def stream_generation(
     engine: InferenceEngine, request: GenerationRequest
 ) -> AsyncIterator[GenerationChunk]:
