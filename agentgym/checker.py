@@ -92,7 +92,7 @@ def run_checks(env: Env, *, episodes: int = 3, seed: int = 0, only: Collection[s
             check()
         except EnvCheckError as exc:
             report.failed.append(exc)
-        except Exception as exc:  # the environment's own failure: this check fails, the next one runs
+        except Exception as exc:  # noqa: BLE001 - the environment's own failure: this check fails, the next one runs
             failure = EnvCheckError(name, f"the environment raised {type(exc).__name__}: {exc}")
             failure.__cause__ = exc
             report.failed.append(failure)
@@ -187,7 +187,7 @@ def check_malformed_actions(env: Env, seed: int) -> None:
         if truncated:
             env.reset(seed=seed)
         try:
-            observation, reward, terminated, truncated, info = env.step(action)
+            observation, _reward, terminated, truncated, info = env.step(action)
         except Exception as exc:
             raise EnvCheckError("malformed_actions", f"step({action[:40]!r}) raised {type(exc).__name__}: {exc}") from exc
         if not env.observation_space.contains(observation) or not observation:

@@ -9,6 +9,7 @@ counting); a full context window gives ``status="truncated"``.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 import traceback
 
@@ -38,7 +39,7 @@ class Timeouts(BaseModel):
     @model_validator(mode="after")
     def _nested(self) -> Timeouts:
         limits = [(n, v) for n, v in (("tool", self.tool), ("turn", self.turn), ("episode", self.episode)) if v is not None]
-        for (inner, a), (outer, b) in zip(limits, limits[1:]):
+        for (inner, a), (outer, b) in itertools.pairwise(limits):
             if a > b:
                 raise ValueError(f"timeouts.{inner} ({a:g} s) must not exceed timeouts.{outer} ({b:g} s)")
         return self
@@ -69,7 +70,7 @@ async def run_episode(
         if watchdog.fired is None or watchdog.task.uncancel() > 0:
             raise  # cancelled from outside, not by a time limit
         episode.fail(watchdog.fired)
-    except Exception as exc:  # infrastructure failure: recorded, never scored
+    except Exception as exc:  # noqa: BLE001 - an infrastructure failure: recorded, never scored
         episode.fail(exc)
     finally:
         watchdog.stop()
@@ -184,7 +185,7 @@ class _Episode:
         earlier failure stays the recorded cause)."""
         try:
             session.record(self.trajectory)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - recorded as the trajectory's failure
             if self.trajectory.status != "error":
                 self.phase = "record"
                 self.fail(exc)

@@ -160,8 +160,8 @@ def readme(definition: SuiteDef, tasks: TaskSet) -> str:
         *rows,
         "",
         "```bash",
-        f"agentgym eval --suite {definition.name} --policy {'oracle' if with_oracle else 'random'}"
-        "            # the test split, with a report",
+        (f"agentgym eval --suite {definition.name} --policy {'oracle' if with_oracle else 'random'}"
+         "            # the test split, with a report"),
         f"agentgym eval --suite {definition.name} --engine torch --model DIR --samples 4",
         "```",
         "",

@@ -9,9 +9,8 @@ from contextlib import contextmanager
 
 import click
 
-from agentgym.sandboxes import BACKENDS, ExecResult, SandboxSpec, open_sandbox, reap
+from agentgym.sandboxes import BACKENDS, ExecResult, SandboxSpec, choose_backend, open_sandbox, reap
 from agentgym.sandboxes.base import TIMEOUT_EXIT
-from agentgym.sandboxes import choose_backend
 from agentgym.sandboxes.errors import SandboxError
 
 SANDBOX_FAILURE_EXIT = 125

@@ -148,7 +148,7 @@ def _become(user: tuple[int, int] | None, cwd: str) -> None:
 async def _answer(request: dict[str, Any], user: tuple[int, int] | None) -> None:
     try:
         answer = await run(request, user)
-    except Exception as exc:  # noqa: BLE001 (an answer must always go back: the host waits for it)
+    except Exception as exc:  # noqa: BLE001 - an answer must always go back: the host waits for it
         answer = {"error": f"{type(exc).__name__}: {exc}"}
     _write(frame({**answer, "id": request["id"]}))
 

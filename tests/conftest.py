@@ -99,7 +99,7 @@ def chromium(request: pytest.FixtureRequest) -> None:
 
     try:
         chromium_path()
-        import playwright  # noqa: F401
+        import playwright  # noqa: F401 - imported only to see that Playwright is installed
     except (BrowserUnavailable, ImportError) as exc:
         pytest.skip(str(exc))
 

@@ -12,8 +12,8 @@ import torch
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from agentgym.algorithms import entropy_from_logits, k3_kl, masked_mean, policy_loss
-from agentgym.progress import quiet_progress_bars
 from agentgym.inference.sampling import token_logprobs
+from agentgym.progress import quiet_progress_bars
 from agentgym.trainers.batch import Share, TrainBatch, shares
 from agentgym.trainers.config import TrainConfig
 from agentgym.trainers.parallel import (

@@ -27,8 +27,8 @@ from trl import SFTConfig, SFTTrainer
 from agentgym.config import dump_config
 from agentgym.metrics_log import JSONL_NAME, MetricsLog
 from agentgym.policies import get_policy
-from agentgym.rollout.config import RolloutConfig
 from agentgym.policies.demonstrations import DemonstrationPolicy
+from agentgym.rollout.config import RolloutConfig
 from agentgym.rollout.iterate import iterate_rollouts
 from agentgym.tasks import Task, TaskSet
 from agentgym.trainers.sft_config import SFTData, SFTRunConfig, TRLSettings

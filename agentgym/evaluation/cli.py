@@ -25,9 +25,9 @@ from agentgym.evaluation.run import run_evaluation
 from agentgym.evaluation.scores import RunScores
 from agentgym.inference import ENGINES, SamplingParams
 from agentgym.policies import POLICIES, get_policy
+from agentgym.policies.engines import engine_policy
 from agentgym.progress import LiveProgress
 from agentgym.registration import make
-from agentgym.policies.engines import engine_policy
 from agentgym.rollout.runner import Backend
 from agentgym.suites import load_suite
 from agentgym.tasks import Task, TaskSet

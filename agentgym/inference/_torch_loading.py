@@ -25,7 +25,8 @@ def load_model(
     attention is left to torch's kernel (:mod:`agentgym.inference._gqa_attention`)."""
     if isinstance(dtype, str):
         if not isinstance(getattr(torch, dtype, None), torch.dtype):
-            raise ValueError(f"dtype {dtype!r} is not a torch dtype; use e.g. 'float32' or 'bfloat16'")
+            raise ValueError(  # noqa: TRY004 - a str is the right type; its value names no torch dtype
+                f"dtype {dtype!r} is not a torch dtype; use e.g. 'float32' or 'bfloat16'")
         dtype = getattr(torch, dtype)
     if isinstance(model, PreTrainedModel):
         target = next(model.parameters()).device if device == "auto" else torch.device(device)

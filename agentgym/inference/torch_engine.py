@@ -302,7 +302,7 @@ class TorchEngine:
         self._prefix_cache.clear()  # before loading: even a failed load may have changed some weights
         try:
             load_state(self.model, update.state)
-        except Exception as error:  # a bad checkpoint fails its caller, not the requests in flight
+        except Exception as error:  # noqa: BLE001 - a bad checkpoint fails its caller, not the requests in flight
             update.settle(None, error)
             return
         self._version = update.version if update.version is not None else self._version + 1
@@ -359,7 +359,7 @@ class TorchEngine:
             )
             finished = self._sample(cohort, logits)
             self._remember(batch, cohort, finished)
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - the prefill's requests fail with it; the worker goes on
             for seq in cohort:
                 seq.fail(error)
             return
@@ -378,7 +378,7 @@ class TorchEngine:
             logits = self._batch.decode(self.model, tokens)
             finished = self._sample(self._active, logits)
             self._remember(self._batch, self._active, finished)
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - the batch's requests fail with it; the worker goes on
             for seq in self._active:
                 seq.fail(error)
             self._active, self._batch = [], None

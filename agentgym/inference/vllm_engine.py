@@ -318,7 +318,7 @@ def _model_folder(model: str | Path) -> Path:
 
         try:
             folder = Path(snapshot_download(str(model), local_files_only=True))
-        except Exception:  # not an id, or not cached: the hub library raises several kinds
+        except Exception:  # noqa: BLE001 - not an id, or not cached: the hub library raises several kinds
             raise FileNotFoundError(f"no model folder at {model}, nor a model of that name in the local Hugging Face "
                                     "cache (build one with `agentgym model init --preset tiny DIR`)") from None
     config = folder / "config.json"

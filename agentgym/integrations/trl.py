@@ -51,9 +51,9 @@ from agentgym.inference.types import SamplingParams
 from agentgym.messages import Message, ToolCall
 from agentgym.parsers import ToolCallParser
 from agentgym.policies import Policy, TextPolicy
+from agentgym.policies.lm import LMPolicy
 from agentgym.registration import make
 from agentgym.rollout.background import BackgroundLoop
-from agentgym.policies.lm import LMPolicy
 from agentgym.tasks import Split, Task, TaskSet
 from agentgym.trajectory import Trajectory
 

@@ -29,7 +29,16 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int) -> Any:
     """Train byte-level BPE on ``texts`` and wrap it as a ``PreTrainedTokenizerFast`` with the chat template.
 
     Every byte is in the alphabet, so any NFC text round-trips; the same texts give the same tokenizer."""
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from tokenizers import (
+        AddedToken,
+        Regex,
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+        trainers,
+    )
     from transformers import PreTrainedTokenizerFast
 
     from agentgym.models.chat_template import CHAT_TEMPLATE

@@ -8,6 +8,14 @@ token out, what trainers learn from), :mod:`agentgym.policies.chat` (a chat endp
 :mod:`agentgym.policies.engines` (a policy by engine name), imported when used.
 """
 
-from agentgym.policies.text import POLICIES, OraclePolicy, Policy, PolicySession, RandomPolicy, TextPolicy, get_policy
+from agentgym.policies.text import (
+    POLICIES,
+    OraclePolicy,
+    Policy,
+    PolicySession,
+    RandomPolicy,
+    TextPolicy,
+    get_policy,
+)
 
 __all__ = ["POLICIES", "OraclePolicy", "Policy", "PolicySession", "RandomPolicy", "TextPolicy", "get_policy"]

@@ -62,6 +62,6 @@ class EnvPool:
         try:
             async with asyncio.timeout(self.close_timeout):
                 await env.aclose()
-        except Exception as exc:  # the instance is dropped either way; the rollout goes on
+        except Exception as exc:  # noqa: BLE001 - the instance is dropped either way; the rollout goes on
             self.close_errors += 1
             logger.warning("closing an instance of %s failed: %r", self.env_id, exc)

@@ -82,7 +82,7 @@ class MixtureRunner:
         for runner in self.runners.values():
             try:
                 await runner.close()
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - collected: the first is raised once every runner closed
                 errors.append(exc)
         if errors:
             raise errors[0]

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentgym.inference.types import SamplingParams
-
-if TYPE_CHECKING:
-    pass
 
 DEFAULT_CHAT_MAX_TOKENS = 512
 """``max_tokens`` of a chat completion that sets none."""

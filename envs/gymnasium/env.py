@@ -98,8 +98,9 @@ class GymnasiumEnv(Env):
         self.gym = gymnasium.make(gym_id, render_mode="ansi" if text else None, **(gym_kwargs or {}))
         if not isinstance(self.gym.action_space, gymnasium.spaces.Discrete):
             self.gym.close()
-            raise ValueError(f"{gym_id} has a {self.gym.action_space} action space; only Discrete ones can be "
-                             "played as text")
+            raise ValueError(  # noqa: TRY004 - the id is what is wrong: it names a game that text cannot play
+                f"{gym_id} has a {self.gym.action_space} action space; only Discrete ones can be "
+                "played as text")
         self.gym_id = gym_id
         self.profile = PROFILES.get(gym_id.split("/")[-1].rsplit("-v", 1)[0], Profile())
         self.success_rule: Success = success or self.profile.success

@@ -11,7 +11,7 @@ reward is positive. Ending it before (``send_msg_to_user``, ``done``) scores 0. 
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Self
 
 from agentgym.core import Env
 from agentgym.envs.gui.env import gui_opening
@@ -32,7 +32,7 @@ class MiniwobEnv(Env):
     execution = "inline"
     default_max_turns = 20
 
-    def __new__(cls, *args: Any, actions: Actions = "elements", **kwargs: Any) -> MiniwobEnv:
+    def __new__(cls, *args: Any, actions: Actions = "elements", **kwargs: Any) -> Self:
         tier = cls
         if cls is MiniwobEnv:
             tiers: dict[str, type[MiniwobEnv]] = {"elements": MiniwobElementsEnv, "pixels": MiniwobPixelsEnv}

@@ -133,7 +133,8 @@ class TextArenaEnv(Env):
     def _end(self) -> None:
         rewards, info = self.game.close()
         if not isinstance(rewards[AGENT], int | float):
-            raise RuntimeError(f"TextArena's {self.game_id} paid {rewards[AGENT]!r} instead of a reward")
+            raise RuntimeError(  # noqa: TRY004 - the game broke its contract; the caller passed nothing wrong
+                f"TextArena's {self.game_id} paid {rewards[AGENT]!r} instead of a reward")
         self._reward = float(rewards[AGENT])
         self._reason = str(info[AGENT].get("reason", "")).strip()
         self.finish(success=self._reward >= 1.0, reward=self._reward)

@@ -15,7 +15,6 @@ import yaml
 
 from agentgym.evaluation.records import RunFolder
 from agentgym.metrics_log import read_metrics
-from tests.cluster.conftest import ray  # noqa: F401  (skips the module without Ray)
 from tests.trainers.test_train import _config
 
 ROOT = Path(__file__).parents[2]

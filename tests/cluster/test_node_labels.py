@@ -9,9 +9,9 @@ from importlib.metadata import EntryPoint
 import pytest
 
 pytest.importorskip("ray", reason="the ray backend needs Ray: pip install 'agentgym[ray]'")
-from agentgym.cluster import placement  # noqa: E402 - after the skip
-from agentgym.envs.web.browser import has_chromium  # noqa: E402
-from agentgym.sandboxes.docker_engine import engine_answers  # noqa: E402
+from agentgym.cluster import placement  # imported after the skip, which needs Ray
+from agentgym.envs.web.browser import has_chromium
+from agentgym.sandboxes.docker_engine import engine_answers
 
 
 def test_the_bundled_probes_are_registered_and_say_what_this_machine_has():

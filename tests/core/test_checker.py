@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from agentgym import EnvCheckError, Env, check_env, tool
+from agentgym import Env, EnvCheckError, check_env, tool
 from agentgym.checker import run_checks
 from agentgym.messages import Message
 from tests.conftest import CounterEnv, ToolCrashes

@@ -147,7 +147,7 @@ def test_pinned_execution_runs_hooks_on_one_thread():
 def test_action_over_the_size_limit_is_refused_unread():
     env = CounterEnv(max_action_chars=100)
     env.reset(seed=0)
-    observation, *_, info = env.step('<tool_call>{"name": "add", "arguments": {"amount": 1}}</tool_call>' + " " * 100)
+    _observation, *_, info = env.step('<tool_call>{"name": "add", "arguments": {"amount": 1}}</tool_call>' + " " * 100)
     assert "too long" in info["action_error"] and info["tool_calls"] == []
     env.close()
 

@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 from gymnasium.spaces import Tuple
 from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
-from gymnasium.vector.utils import batch_differing_spaces, batch_space, concatenate, create_empty_array, iterate
+from gymnasium.vector.utils import (
+    batch_differing_spaces,
+    batch_space,
+    concatenate,
+    create_empty_array,
+    iterate,
+)
 
 import agentgym
 from agentgym import Message
@@ -77,7 +83,7 @@ def test_async_vector_env_matches_single_environments():
     envs = AsyncVectorEnv([partial(agentgym.make, FROZEN_LAKE) for _ in SEEDS], shared_memory=False)
     try:
         observations, _ = envs.reset(seed=SEEDS)
-        next_observations, rewards, terminated, truncated, infos = envs.step((LEFT, LEFT))
+        next_observations, rewards, _terminated, _truncated, infos = envs.step((LEFT, LEFT))
         for i, seed in enumerate(SEEDS):
             expected = single_episode(seed, [LEFT])
             assert observations[i] == expected[0]

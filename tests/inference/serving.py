@@ -170,7 +170,7 @@ def thread_server(
     def run() -> None:
         try:
             asyncio.run(main())
-        except BaseException as error:  # noqa: BLE001 (uvicorn exits on a taken port)
+        except BaseException as error:  # noqa: BLE001 - uvicorn exits on a taken port
             errors.append(error)  # wait_until_serving reports it
 
     thread = threading.Thread(target=run, name="test-server", daemon=True)

@@ -25,8 +25,8 @@ from agentgym.algorithms import k3_kl
 from agentgym.episode import run_episode
 from agentgym.inference import GenerationRequest, GenerationResult, InferenceEngine, SamplingParams
 from agentgym.messages import ImagePart
-from agentgym.registration import make
 from agentgym.policies.lm import LMPolicy
+from agentgym.registration import make
 from agentgym.rollout.background import BackgroundLoop
 from agentgym.trainers import TrainConfig
 from agentgym.trainers.batch import collate

@@ -17,8 +17,8 @@ from agentgym import Task
 from agentgym.episode import run_episode
 from agentgym.inference import GenerationRequest, GenerationResult, SamplingParams
 from agentgym.messages import ImagePart, Message, TextPart
-from agentgym.registration import make
 from agentgym.policies.lm import LMPolicy
+from agentgym.registration import make
 from agentgym.rollout.background import BackgroundLoop
 from agentgym.rollout.render import ChatRenderer
 

@@ -36,7 +36,7 @@ def test_oracle_demonstrations_are_token_exact_conversations(tiny_model_dir, env
                 start = b
         assert [tokenizer.decode(s[:-1]) for s in spans] == [t.action for t in trajectory.turns]
         assert all(s[-1] == eos for s in spans)
-        assert set(trajectory.versions[i] for i in agent) == {-1}
+        assert {trajectory.versions[i] for i in agent} == {-1}
 
 
 

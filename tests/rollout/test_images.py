@@ -15,8 +15,8 @@ from agentgym import OraclePolicy, Task, run_episode
 from agentgym.inference import GenerationRequest, GenerationResult, SamplingParams
 from agentgym.inference.torch_engine import TorchEngine
 from agentgym.messages import ImagePart
-from agentgym.registration import make
 from agentgym.policies.lm import LMPolicy
+from agentgym.registration import make
 
 pytestmark = pytest.mark.browser
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -53,7 +53,7 @@ def test_groups_keep_the_first_finishers_and_cancel_the_rest(registered_counter)
     tasks = TaskSet.generate("test/Counter-v0", 6)
     config = RolloutConfig(concurrency=8, group_size=3, redundancy=2, seed=1)
     scheduler = RolloutScheduler("test/Counter-v0", SlowOracle(), config)
-    seen, groups = asyncio.run(_collect(scheduler, tasks))
+    _seen, groups = asyncio.run(_collect(scheduler, tasks))
     m = scheduler.metrics
     assert len(groups) == 6 and all(len(g) == 3 for g in groups)
     assert {g[0].task.seed for g in groups} == {t.seed for t in tasks}

@@ -11,8 +11,8 @@ from agentgym import Task, TaskSet
 from agentgym.episode import Timeouts, run_episode
 from agentgym.inference import GenerationRequest, SamplingParams
 from agentgym.inference.torch_engine import TorchEngine
-from agentgym.registration import make
 from agentgym.policies.lm import LMPolicy
+from agentgym.registration import make
 from agentgym.rollout import RolloutConfig, RolloutScheduler
 from tests.rollout.streams import delivered
 
@@ -147,7 +147,7 @@ def test_staleness_bound_drops_what_the_update_made_stale(tiny_model_dir):
     seen, m, engine = _rollout_across_an_update(tiny_model_dir, max_staleness=0)
     assert engine.version == 1 and m.dropped > 0 and m.accounted and m.retried >= m.dropped
     kept = [t for t in seen if t.status != "error"]
-    assert all(set(v for v in t.versions if v >= 0) == {1} for t in kept)  # only new-weight tokens kept
+    assert all({v for v in t.versions if v >= 0} == {1} for t in kept)  # only new-weight tokens kept
     assert m.staleness == {0: m.finished}
 
 

@@ -303,8 +303,7 @@ def test_a_missing_image_is_unavailable_not_pulled(docker_engine):
 def test_an_engine_that_stopped_answering_makes_docker_unavailable_and_auto_pass_it_over(monkeypatch):
     import docker
 
-    from agentgym.sandboxes import SandboxSpec, backend_module, docker_engine
-    from agentgym.sandboxes import choose_backend
+    from agentgym.sandboxes import SandboxSpec, backend_module, choose_backend, docker_engine
 
     gone = docker.DockerClient(base_url="unix:///nonexistent/docker.sock", version="1.41")
     monkeypatch.setattr(docker_engine, "_client", gone)

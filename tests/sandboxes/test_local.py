@@ -17,8 +17,15 @@ from pathlib import Path
 import psutil
 import pytest
 
-from agentgym.sandboxes import (Sandbox, SandboxClosed, SandboxDied, SandboxError, SandboxUnavailable, local_sandbox,
-                                reap)
+from agentgym.sandboxes import (
+    Sandbox,
+    SandboxClosed,
+    SandboxDied,
+    SandboxError,
+    SandboxUnavailable,
+    local_sandbox,
+    reap,
+)
 from agentgym.sandboxes.base import MiB
 from tests.sandboxes.conftest import run
 from tests.sandboxes.test_isolation import sandbox_of_a_killed_process

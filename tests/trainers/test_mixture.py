@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentgym.trainers.curriculum import CurriculumConfig, SuccessWindow
-from agentgym.trainers.mixture import EnvEntry, SuiteMixture, Source, sources
+from agentgym.trainers.mixture import EnvEntry, Source, SuiteMixture, sources
 from agentgym.trainers.sampler import TaskSampler
 
 WEIGHTS = {"games/FrozenLake-v0": 1.0, "games/Sokoban-v0": 2.0, "tools/Calculator-v0": 5.0}

@@ -35,7 +35,7 @@ def _mixture(tmp_path: Path, model: Path, **sections: dict[str, Any]) -> dict[st
 
 
 def test_a_mixture_run_reports_each_environment_and_level(tiny_model_dir, tmp_path):
-    config, result = _train(_mixture(tmp_path, tiny_model_dir, trainer={"steps": 4}, eval={"episodes": 6},
+    config, _result = _train(_mixture(tmp_path, tiny_model_dir, trainer={"steps": 4}, eval={"episodes": 6},
                                      algorithm={"dynamic_sampling": True}, curriculum={"min_episodes": 2}))
     records = [r for r in read_metrics(config.run_dir) if "rollout/reward_mean" in r]
     assert len(records) == 4
