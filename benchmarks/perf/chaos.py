@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import platform
 import sys
 import tempfile
 import threading
@@ -44,20 +42,20 @@ from typing import Any, Self
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import torch  # noqa: E402
-from chaos_faults import EXPECTED_CAUSE, FAULTS, ChaosPolicy, FaultLog, FaultPlan, Latencies  # noqa: E402
+from chaos_faults import EXPECTED_CAUSE, FAULTS, ChaosPolicy, FaultLog, FaultPlan, Latencies
+from report import load_average, machine, write_result
 
-import agentgym  # noqa: E402
-from agentgym import TaskSet, Timeouts  # noqa: E402
-from agentgym.inference import SamplingParams  # noqa: E402
-from agentgym.inference.torch_engine import TorchEngine  # noqa: E402
-from agentgym.models import init_model  # noqa: E402
-from agentgym.policies import OraclePolicy  # noqa: E402
-from agentgym.policies.lm import LMPolicy  # noqa: E402
-from agentgym.rollout import RolloutConfig, RolloutScheduler  # noqa: E402
-from agentgym.sandboxes import local_sandbox  # noqa: E402
-from agentgym.sandboxes.base import owner  # noqa: E402
-from agentgym.trajectory import Trajectory  # noqa: E402
+import agentgym
+from agentgym import TaskSet, Timeouts
+from agentgym.inference import SamplingParams
+from agentgym.inference.torch_engine import TorchEngine
+from agentgym.models import init_model
+from agentgym.policies import OraclePolicy
+from agentgym.policies.lm import LMPolicy
+from agentgym.rollout import RolloutConfig, RolloutScheduler
+from agentgym.sandboxes import local_sandbox
+from agentgym.sandboxes.base import owner
+from agentgym.trajectory import Trajectory
 
 LAKE_ID, SHELL_ID = "perf/ChaosLake-v0", "perf/ChaosShell-v0"
 GOAL = {"deadlocks": 0, "crashes": 0, "lost": 0, "doubled": 0, "leaked": 0, "counts_add_up": True, "misclassified": 0,
@@ -222,7 +220,7 @@ class Backstop:
         stacks = [{"thread": names.get(ident, str(ident)), "stack": "".join(traceback.format_stack(frame))[-3000:]}
                   for ident, frame in sys._current_frames().items() if ident != threading.get_ident()]
         report = {"benchmark": "chaos", "deadlocks": 1, "met": False, "blocked_loop": True, "stuck": stacks}
-        write(report, self.out)
+        write_result(report, self.out)
         os._exit(3)
 
 
@@ -269,7 +267,7 @@ async def run_arm(arm: Arm, deadline: float) -> dict[str, Any]:
     print(f"{arm.name}: {len(arm.tasks)} groups of {arm.config.group_size}", file=sys.stderr, flush=True)
     try:
         stuck = await within(rollout(), deadline)
-    except Exception as exc:  # the rollout itself failed: reported, the next arm still runs
+    except Exception as exc:  # noqa: BLE001 - the rollout itself failed: reported, the next arm still runs
         stuck, crash = [], "".join(traceback.format_exception(exc))[-4000:]
     wall = time.perf_counter() - started
     watch.cancel()
@@ -426,15 +424,8 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         "os_threads": {"before": before.os_threads, "after": after.os_threads},
         "arms": arms,
         "parameters": {k: v for k, v in vars(args).items() if k not in ("out", "model")},
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
-                    "agentgym": agentgym.__version__, "load_average": [round(x, 2) for x in os.getloadavg()]},
+        "machine": machine("torch", "agentgym", load_average=load_average()),
     }
-
-
-def write(result: dict[str, Any], out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result), flush=True)
 
 
 def parse_rates(text: str) -> dict[str, float]:
@@ -487,4 +478,4 @@ if __name__ == "__main__":
     print(f"deadlocks {result['deadlocks']}, crashes {result['crashes']}, loop stalls {result['loop_stalls']}, lost {result['lost']}, doubled "
           f"{result['doubled']}, leaked {result['leaked']}, counts add up {result['counts_add_up']}, misclassified "
           f"{result['misclassified']} over {result['episodes_started']} episodes (goal: 0 deadlocks, 0 lost, 0 leaked)")
-    write(result, arguments.out)
+    write_result(result, arguments.out)

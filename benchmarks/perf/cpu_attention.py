@@ -13,23 +13,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
-import platform
 import tempfile
 import time
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from report import RESULTS, machine, write_result
 
 from agentgym.inference import GenerationRequest, SamplingParams
 from agentgym.inference._gqa_attention import NAME
 from agentgym.inference.torch_engine import TorchEngine
 from agentgym.models import init_model
-
-HERE = Path(__file__).resolve().parent
 
 
 async def play_all(engine: TorchEngine, episodes: list[list[list[int]]], args: argparse.Namespace
@@ -80,8 +75,7 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         "seconds": {name: [round(s, 2) for s in seconds] for name, seconds in timings.items()},
         "generated_tokens": tokens,
         "settings": {key: value for key, value in vars(args).items() if key != "out"},
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "torch": version("torch"),
-                    "transformers": version("transformers")},
+        "machine": machine("torch", "transformers"),
     }
 
 
@@ -95,11 +89,9 @@ if __name__ == "__main__":
     parser.add_argument("--max-tokens", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the training showcases use 1)")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=HERE.parent / "results" / "cpu_attention.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "cpu_attention.json")
     arguments = parser.parse_args()
     result = main(arguments)
     print(f"transformers sdpa: {result['tokens_per_second']['transformers_sdpa']} tok/s   "
           f"{NAME}: {result['tokens_per_second'][NAME]} tok/s   speedup {result['speedup']}x")
-    arguments.out.parent.mkdir(parents=True, exist_ok=True)
-    arguments.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result))
+    write_result(result, arguments.out)

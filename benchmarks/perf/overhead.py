@@ -23,28 +23,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import json
 import math
-import os
-import platform
 import sys
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import numpy as np  # noqa: E402
-from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv  # noqa: E402
+import numpy as np
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
+from report import RESULTS, load_average, machine, write_result
 
-import agentgym  # noqa: E402
-from agentgym import Env, Message, TaskSet  # noqa: E402
-from agentgym.policies import TextPolicy  # noqa: E402
-from agentgym.rollout import RolloutConfig, RolloutScheduler  # noqa: E402
+import agentgym
+from agentgym import Env, Message, TaskSet
+from agentgym.policies import TextPolicy
+from agentgym.rollout import RolloutConfig, RolloutScheduler
 
 ENV_ID = "perf/Noop-v0"
 GOAL = {"ratio_vs_async_vector": 3}
@@ -125,7 +122,7 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         async_vector = partial(AsyncVectorEnv, shared_memory=False, context="fork")
         arms[f"async_vector_{workers}"] = partial(vector_arm, async_vector, workers, math.ceil(total / workers), action, args.turns)
     samples: dict[str, list[float]] = {}
-    load_before = os.getloadavg()
+    load_before = load_average()
     for repeat in range(args.repeats):
         print(f"round {repeat + 1}/{args.repeats}", file=sys.stderr, flush=True)
         for name, run in arms.items():
@@ -148,10 +145,8 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         "samples": {name: [round(v) for v in values] for name, values in samples.items()},
         "parameters": {"episodes": args.episodes, "turns": args.turns, "workers": args.workers,
                        "repeats": args.repeats, "quick": args.quick, "steps_per_arm": total},
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "torch": version("torch"),
-                    "gymnasium": version("gymnasium"), "agentgym": agentgym.__version__,
-                    "load_average_before": [round(x, 2) for x in load_before],
-                    "load_average_after": [round(x, 2) for x in os.getloadavg()]},
+        "machine": machine("torch", "gymnasium", "agentgym", load_average_before=load_before,
+                           load_average_after=load_average()),
     }
 
 
@@ -163,7 +158,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--workers", type=lambda s: [int(w) for w in s.split(",")], default=[4, 8, 32, 64],
                         help="AsyncVectorEnv process counts to try, comma-separated.")
     parser.add_argument("--repeats", type=int, default=3, help="Rounds of all arms; each arm's best run counts.")
-    parser.add_argument("--out", type=Path, default=HERE.parent / "results" / "overhead.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "overhead.json")
     args = parser.parse_args()
     if args.quick:
         args.repeats, args.workers = 2, [4, 8]
@@ -181,6 +176,4 @@ if __name__ == "__main__":
     print(f"ratio_vs_sync_vector {result['ratio_vs_sync_vector']:.2f}, ratio_vs_async_vector "
           f"{result['ratio_vs_async_vector']:.2f} (goal {GOAL['ratio_vs_async_vector']}), interleaved "
           f"{result['interleaved_ratio_vs_async_vector']:.2f}")
-    arguments.out.parent.mkdir(parents=True, exist_ok=True)
-    arguments.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result))
+    write_result(result, arguments.out)

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -30,18 +28,19 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))  # env workers
 
-import ray  # noqa: E402
+import ray
+from report import RESULTS, machine, write_result
 
-import agentgym  # noqa: E402
-from agentgym import OraclePolicy, RandomPolicy, TaskSet  # noqa: E402
-from agentgym.cluster.backend import RayBackend, worker_env  # noqa: E402
-from agentgym.cluster.config import RayConfig  # noqa: E402
-from agentgym.inference import SamplingParams  # noqa: E402
-from agentgym.models import init_model  # noqa: E402
-from agentgym.policies.lm import LMPolicy  # noqa: E402
-from agentgym.rollout import RolloutConfig, RolloutScheduler  # noqa: E402
-from agentgym.rollout.iterate import drain  # noqa: E402
-from agentgym.rollout.runner import Backend, LocalBackend  # noqa: E402
+import agentgym
+from agentgym import OraclePolicy, RandomPolicy, TaskSet
+from agentgym.cluster.backend import RayBackend, worker_env
+from agentgym.cluster.config import RayConfig
+from agentgym.inference import SamplingParams
+from agentgym.models import init_model
+from agentgym.policies.lm import LMPolicy
+from agentgym.rollout import RolloutConfig, RolloutScheduler
+from agentgym.rollout.iterate import drain
+from agentgym.rollout.runner import Backend, LocalBackend
 
 LONG_TAIL, SOLVER = "perf/LongTail-v0", "perf/Solver-v0"
 GOAL = {"overhead_ratio": 1.15, "scaling": 1.6}
@@ -123,8 +122,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "met": overhead <= GOAL["overhead_ratio"] and scaling >= GOAL["scaling"],
         **results,
         "parameters": {k: v for k, v in vars(args).items() if k != "out"},
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "ray": ray.__version__,
-                    "agentgym": agentgym.__version__},
+        "machine": machine("ray", "agentgym"),
     }
 
 
@@ -135,7 +133,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--solver-episodes", type=int, default=96, help="CPU-bound episodes per arm.")
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--levels", type=int, default=3, help="Sokoban levels generated and solved per step.")
-    parser.add_argument("--out", type=Path, default=HERE.parent / "results" / "ray_scaling.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "ray_scaling.json")
     args = parser.parse_args()
     if args.quick:
         args.episodes, args.solver_episodes = 128, 32
@@ -154,6 +152,4 @@ if __name__ == "__main__":
     print(f"overhead {result['overhead_ratio']:.2f}x (goal <= {GOAL['overhead_ratio']}), CPU-bound scaling "
           f"{result['scaling']:.2f}x at 2 workers (goal >= {GOAL['scaling']}), with engine replicas "
           f"{result['model_scaling']:.2f}x")
-    arguments.out.parent.mkdir(parents=True, exist_ok=True)
-    arguments.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result))
+    write_result(result, arguments.out)

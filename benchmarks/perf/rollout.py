@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
-import platform
 import sys
 import tempfile
 import time
@@ -27,14 +24,16 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import agentgym  # noqa: E402
-from agentgym import TaskSet  # noqa: E402
-from agentgym.inference import InferenceEngine, SamplingParams  # noqa: E402
-from agentgym.inference.torch_engine import TorchEngine  # noqa: E402
-from agentgym.models import init_model  # noqa: E402
-from agentgym.policies.lm import LMPolicy  # noqa: E402
-from agentgym.rollout import RolloutConfig, RolloutScheduler  # noqa: E402
-from agentgym.rollout.synchronous import run_lockstep  # noqa: E402
+from report import RESULTS, machine, write_result
+
+import agentgym
+from agentgym import TaskSet
+from agentgym.inference import InferenceEngine, SamplingParams
+from agentgym.inference.torch_engine import TorchEngine
+from agentgym.models import init_model
+from agentgym.policies.lm import LMPolicy
+from agentgym.rollout import RolloutConfig, RolloutScheduler
+from agentgym.rollout.synchronous import run_lockstep
 
 ENV_ID = "perf/LongTail-v0"
 GOAL = {"speedup": 2.7, "engine_busy": 0.9}
@@ -132,8 +131,7 @@ async def main(args: argparse.Namespace) -> dict:
         "synchronous": sync,
         "agentgym": agentgym_async,
         "parameters": {k: v for k, v in vars(args).items() if k not in ("model", "out")} | {"model": args.model or "tiny"},
-        "machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(), "python": platform.python_version(), "torch": torch.__version__,
-                    "agentgym": agentgym.__version__},
+        "machine": machine("torch", "agentgym", torch_threads=torch.get_num_threads()),
     }
 
 
@@ -163,7 +161,7 @@ def parse_args() -> argparse.Namespace:
                         help="torch threads for the engine (1 leaves a core to the event loop on small machines).")
     parser.add_argument("--out", type=Path, help="Default: results/rollout.json (rollout-vllm.json with --engine vllm).")
     args = parser.parse_args()
-    args.out = args.out or HERE.parent / "results" / ("rollout.json" if args.engine == "torch" else "rollout-vllm.json")
+    args.out = args.out or RESULTS / ("rollout.json" if args.engine == "torch" else "rollout-vllm.json")
     if args.quick:
         args.episodes, args.turns = 2 * args.concurrency, 3
     return args
@@ -175,6 +173,4 @@ if __name__ == "__main__":
     result = asyncio.run(main(arguments))
     print(f"speedup {result['speedup']:.2f}x (goal {GOAL['speedup']}), engine busy {result['engine_busy']:.2f} "
           f"(goal {GOAL['engine_busy']})")
-    arguments.out.parent.mkdir(parents=True, exist_ok=True)
-    arguments.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result))
+    write_result(result, arguments.out)

@@ -19,18 +19,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
+
+from report import RESULTS, load_average, machine, write_result
 
 from agentgym.sandboxes import SandboxUnavailable, backend_module, open_sandbox
 from agentgym.sandboxes.base import SandboxSpec
 from agentgym.sandboxes.pool import SandboxPool
 
-ROOT = Path(__file__).resolve().parents[2]
 ACQUIRE_GOAL_S, ACQUIRE_SPEEDUP_GOAL, EXEC_GOAL_S = 0.020, 20.0, 0.030
 
 
@@ -126,7 +124,7 @@ def main() -> None:
     parser.add_argument("--work", type=float, default=0.5, help="seconds an episode holds its sandbox")
     parser.add_argument("--warm", type=int, default=2, help="sandboxes the pool keeps warm")
     parser.add_argument("--quick", action="store_true", help="15 episodes and 60 round trips")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "sandbox.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "sandbox.json")
     args = parser.parse_args()
     if args.quick:
         args.episodes, args.execs = 15, 60
@@ -153,11 +151,8 @@ def main() -> None:
             engine.stop()
     report = {"benchmark": "sandbox", "backends": results,
               "params": {"episodes": args.episodes, "execs": args.execs, "work_s": args.work, "warm": args.warm},
-              "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                          "load_after": os.getloadavg()}}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps(report))
+              "machine": machine(load_after=load_average())}
+    write_result(report, args.out)
 
 
 if __name__ == "__main__":

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import signal
 import socket
 import statistics
@@ -35,16 +33,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psutil
+from report import RESULTS, load_average, machine, write_result
 
 from agentgym.models import init_model
 
-ROOT = Path(__file__).resolve().parents[2]
 AGENTGYM = str(Path(sys.executable).with_name("agentgym"))
 GOAL = {"refusal_s": 1.0, "peak_rss_mib": 1536}
 """Refuse a 20 MB body in under a second; stay under 1.5 GiB RSS through the abuse."""
@@ -89,7 +86,7 @@ def events(response: httpx.Response) -> Iterator[str]:
 
 
 def main(args: argparse.Namespace) -> dict[str, Any]:
-    load_before = os.getloadavg()
+    load_before = load_average()
     with tempfile.TemporaryDirectory() as folder:
         model = init_model(Path(folder) / "tiny", "tiny", seed=0)
         port = free_port()
@@ -103,13 +100,7 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         server = psutil.Process(process.pid)
         try:
             return run_abuse(args, model, base, process, server) | {
-                "machine": {
-                    "cpus": os.cpu_count(),
-                    "python": platform.python_version(),
-                    "torch": version("torch"),
-                    "load_before": load_before,
-                    "load_after": os.getloadavg(),
-                }
+                "machine": machine("torch", load_before=load_before, load_after=load_average())
             }
         finally:
             if process.poll() is None:
@@ -282,7 +273,7 @@ if __name__ == "__main__":
     )
     parser.add_argument("--streams", type=int, default=32, help="streams opened at once and abandoned")
     parser.add_argument("--quick", action="store_true", help="4 bodies, 4 prompts of each kind, 8 streams")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "serve_abuse.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "serve_abuse.json")
     arguments = parser.parse_args()
     if arguments.quick:
         arguments.bodies, arguments.prompts, arguments.streams = 4, 4, 8
@@ -294,6 +285,4 @@ if __name__ == "__main__":
         f"after {stream['first_chunk_s']} s (last {stream['last_chunk_s']} s); SIGINT stop "
         f"{outcome['sigint_stop_s']} s; goal met: {outcome['meets_goal']}"
     )
-    arguments.out.parent.mkdir(parents=True, exist_ok=True)
-    arguments.out.write_text(json.dumps(outcome, indent=2) + "\n")
-    print(json.dumps(outcome))
+    write_result(outcome, arguments.out)

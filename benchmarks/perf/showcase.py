@@ -16,16 +16,13 @@ Goals: quickstart ``gain_points >= 20`` within ``wall_s <= 900``; mixture, a gai
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import torch
+from report import RESULTS, load_average, machine, write_result
 
 from agentgym.config import load_config
 from agentgym.evaluation.scores import wilson_interval
@@ -57,8 +54,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     sft_stages, train_config, goal = SHOWCASES[args.showcase]
-    out = args.out or ROOT / "benchmarks" / "results" / f"{args.showcase}.json"
-    load_before = os.getloadavg()
+    out = args.out or RESULTS / f"{args.showcase}.json"
+    load_before = load_average()
     with tempfile.TemporaryDirectory(prefix=f"agentgym-{args.showcase}-") as tmp:
         work = args.keep or Path(tmp)
         started = time.perf_counter()
@@ -104,16 +101,8 @@ def main() -> None:
         "goal": goal,
         "meets_goal": meets,
         "overrides": {"sft": args.sft_set, "train": args.train_set},
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "load_before": load_before,
-            "load_after": os.getloadavg(),
-        },
+        "machine": machine("torch", load_before=load_before, load_after=load_average()),
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
     for env, scores in figures["by_env"].items():
         print(
             f"{env}: {scores['before']:.1%} -> {scores['after']:.1%} ({scores['gain_points']:+.1f} points)",
@@ -124,7 +113,7 @@ def main() -> None:
         f"({figures['gain_points']:+.1f} points) in {figures['wall_s']:.0f} s",
         file=sys.stderr,
     )
-    print(json.dumps(report))
+    write_result(report, out)
 
 
 def _by_env(config: TrainConfig, run_dir: Path) -> dict[str, dict[str, Any]]:

@@ -13,25 +13,22 @@ excluded), ``speedup`` (sync over async) and the final held-out success of each;
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import torch
-
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import agentgym  # noqa: E402
-from agentgym.config import load_config  # noqa: E402
-from agentgym.metrics_log import read_metrics  # noqa: E402
-from agentgym.models import init_model  # noqa: E402
-from agentgym.trainers import TrainConfig, train  # noqa: E402
-from agentgym.trainers.sft import SFTRunConfig, run_sft  # noqa: E402
+from report import RESULTS, load_average, machine, write_result
+
+import agentgym
+from agentgym.config import load_config
+from agentgym.metrics_log import read_metrics
+from agentgym.models import init_model
+from agentgym.trainers import TrainConfig, train
+from agentgym.trainers.sft import SFTRunConfig, run_sft
 
 ROOT = HERE.parents[1]
 CONFIGS = ROOT / "trainers" / "configs"
@@ -47,7 +44,7 @@ def main() -> None:
     parser.add_argument("--tail", type=float, default=20.0, help="p99 / median of an env step's time")
     parser.add_argument("--set", nargs="*", default=[], help="further overrides of quickstart.yaml (a.b=value)")
     parser.add_argument("--quick", action="store_true", help="6 steps and 64 evaluation episodes")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "train_async_vs_sync.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "train_async_vs_sync.json")
     args = parser.parse_args()
     steps, episodes = (6, 64) if args.quick else (args.steps, 200)
     agentgym.register(ENV_ID, "long_tail_env:LongTailLake")
@@ -73,16 +70,13 @@ def main() -> None:
         "params": {"steps": steps, "eval_episodes": episodes, "median": args.median, "tail": args.tail,
                    "overrides": args.set, "env": ENV_ID},
         "goal": GOAL,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
-                    "load_after": os.getloadavg()},
+        "machine": machine("torch", load_after=load_average()),
     }
     report["meets_goal"] = report["speedup"] >= GOAL["speedup"] and report["success_gap_points"] <= GOAL[
         "success_gap_points"]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"speedup {report['speedup']:.2f}x; final held-out success sync {sync['success_after']:.1%}, "
           f"async {decoupled['success_after']:.1%}", file=sys.stderr)
-    print(json.dumps(report))
+    write_result(report, args.out)
 
 
 def _warm_start(work: Path) -> Path:

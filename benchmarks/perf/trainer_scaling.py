@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
-import platform
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
+from report import RESULTS, machine, write_result
 from transformers import AutoModelForCausalLM
 
 from agentgym.cluster.backend import connect
@@ -35,8 +33,6 @@ from agentgym.trainers.config import TrainConfig
 from agentgym.trainers.learner import Learner
 from agentgym.trainers.rank_group import RankGroup
 from agentgym.trajectory import Trajectory
-
-RESULTS = Path(__file__).resolve().parents[1] / "results" / "trainer_scaling.json"
 
 
 def batch_of(rows: int, length: int, vocab: int) -> TrainBatch:
@@ -128,7 +124,7 @@ def main() -> None:
     base = arms["single-1t"]["tokens_per_second"]
     result = {
         "benchmark": "trainer_scaling",
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__},
+        "machine": machine("torch"),
         "model": {"preset": args.preset, "parameters": parameters},
         "batch": {"rows": args.rows, "tokens": int(batch.attention_mask.sum()), "agent_tokens": batch.agent_tokens,
                   "micro_batch_size": 8},
@@ -136,9 +132,7 @@ def main() -> None:
         "arms": arms,
         "scaling": {name: round(arm["tokens_per_second"] / base, 3) for name, arm in arms.items()},
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result))
+    write_result(result, RESULTS / "trainer_scaling.json")
 
 
 if __name__ == "__main__":

@@ -18,9 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
-import platform
 import shutil
 import statistics
 import sys
@@ -34,10 +31,12 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import agentgym  # noqa: E402
-from agentgym import TaskSet  # noqa: E402
-from agentgym.inference import GenerationRequest, SamplingParams  # noqa: E402
-from agentgym.models import init_model  # noqa: E402
+from report import RESULTS, machine, write_result
+
+import agentgym
+from agentgym import TaskSet
+from agentgym.inference import GenerationRequest, SamplingParams
+from agentgym.models import init_model
 
 GOAL = {"overhead_ratio": 0.9}
 
@@ -171,7 +170,6 @@ async def main(args: argparse.Namespace) -> dict:
             finally:
                 await engine.close()
     ratio = result["throughput"]["overhead_ratio"]
-    import vllm
 
     return {
         "benchmark": "vllm_engine",
@@ -183,9 +181,8 @@ async def main(args: argparse.Namespace) -> dict:
         "startup_seconds": round(startup, 1),
         **result,
         "parameters": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(args).items() if k != "out"},
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
-                    "vllm": vllm.__version__, "agentgym": agentgym.__version__,
-                    "device": "cpu" if not torch.cuda.is_available() else torch.cuda.get_device_name()},
+        "machine": machine("torch", "vllm", "agentgym",
+                           device="cpu" if not torch.cuda.is_available() else torch.cuda.get_device_name()),
     }
 
 
@@ -201,7 +198,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--wide-layers", type=int, default=8)
     parser.add_argument("--concurrency", type=int, default=64, help="Episodes in flight in the rollout workload.")
     parser.add_argument("--rollout-episodes", type=int, default=192)
-    parser.add_argument("--out", type=Path, default=HERE.parent / "results" / "vllm_engine.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "vllm_engine.json")
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.updates, args.rollout_episodes = 1, 3, 64
@@ -213,6 +210,4 @@ if __name__ == "__main__":
     outcome = asyncio.run(main(arguments))
     print(f"overhead ratio {outcome['overhead_ratio']:.3f} (goal >= {GOAL['overhead_ratio']}), "
           f"update {outcome['update_seconds_per_mb'] * 1000:.2f} ms/MB, engine busy {outcome['engine_busy']:.2f}")
-    arguments.out.parent.mkdir(parents=True, exist_ok=True)
-    arguments.out.write_text(json.dumps(outcome, indent=2) + "\n")
-    print(json.dumps(outcome))
+    write_result(outcome, arguments.out)

@@ -13,21 +13,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
 
 import psutil
+from report import RESULTS, load_average, machine, write_result
 
 from agentgym.envs.web.shop import ShopEnv
 from agentgym.episode import run_episode
 from agentgym.policies import OraclePolicy
 from agentgym.tasks import Task
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _chromium_pss() -> int:
@@ -84,7 +80,7 @@ def main() -> None:
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--episodes", type=int, default=32, help="episodes per level")
     parser.add_argument("--quick", action="store_true", help="8 episodes per level")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "web.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "web.json")
     args = parser.parse_args()
     episodes = 8 if args.quick else args.episodes
     levels = []
@@ -98,11 +94,8 @@ def main() -> None:
               "scaling_32_vs_1": round(by_level[32]["episodes_per_s"] / by_level[1]["episodes_per_s"], 2)
               if 1 in by_level and 32 in by_level else None,
               "params": {"episodes": episodes, "env": "web/Shop-v0", "difficulty": "medium", "policy": "oracle"},
-              "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                          "load_after": os.getloadavg()}}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps(report))
+              "machine": machine(load_after=load_average())}
+    write_result(report, args.out)
 
 
 if __name__ == "__main__":
