@@ -57,7 +57,7 @@ class ChatRenderer:
         """The agent's text: the response decoded without its closing eos token."""
         if generated and generated[-1] in self.eos_ids:
             generated = generated[:-1]
-        return self.tokenizer.decode(generated, skip_special_tokens=False)
+        return str(self.tokenizer.decode(generated, skip_special_tokens=False))
 
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
         """A fresh render of a whole conversation (for checks and display)."""
@@ -67,4 +67,4 @@ class ChatRenderer:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     def _render(self, messages: list[dict[str, Any]], **kwargs: Any) -> str:
-        return self.tokenizer.apply_chat_template(messages, tokenize=False, **kwargs)
+        return str(self.tokenizer.apply_chat_template(messages, tokenize=False, **kwargs))

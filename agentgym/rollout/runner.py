@@ -19,10 +19,12 @@ from agentgym.trajectory import Trajectory
 
 
 class EpisodeRunner(Protocol):
-    """Plays episodes of one environment with one policy; ``close_errors`` counts instances whose close
-    failed (read after :meth:`close`)."""
+    """Plays episodes of one environment with one policy."""
 
-    close_errors: int
+    @property
+    def close_errors(self) -> int:
+        """Instances whose close failed (read after :meth:`close`)."""
+        ...
 
     async def play(self, task: Task, *, seed: tuple[int, ...], timeouts: Timeouts) -> Trajectory:
         """Play ``task`` to its end; a failed episode is an ``error`` trajectory, never an exception (only
@@ -130,4 +132,5 @@ class LocalBackend:
         return LocalRunner(env_id, policy, env_kwargs, close_timeout=close_timeout)
 
     def engine(self, name: str, model: str | Path, **engine_kwargs: Any) -> InferenceEngine:
-        return engine_class(name)(model, **engine_kwargs)
+        engine: InferenceEngine = engine_class(name)(model, **engine_kwargs)
+        return engine

@@ -289,8 +289,9 @@ class RolloutScheduler:
         """Bring the metrics' wall time, and the engine's busy fraction over it, up to now: a reader during
         the run (the trainer, each step) gets the throughput so far rather than zero."""
         self.metrics.wall_seconds = time.perf_counter() - self._started
-        if self._busy_before is not None and self.metrics.wall_seconds > 0:
-            self.metrics.engine_busy = (self._engine_busy() - self._busy_before) / self.metrics.wall_seconds
+        busy = self._engine_busy()
+        if self._busy_before is not None and busy is not None and self.metrics.wall_seconds > 0:
+            self.metrics.engine_busy = (busy - self._busy_before) / self.metrics.wall_seconds
 
     def _engine_busy(self) -> float | None:
         stats = getattr(self.engine, "stats", None)
