@@ -9,8 +9,7 @@ import pytest
 
 import agentgym
 from agentgym.registration import ADAPTED
-from agentgym.sandboxes import SandboxUnavailable
-from agentgym.sandboxes import choose_backend
+from agentgym.sandboxes import SandboxUnavailable, choose_backend
 from tests.conftest import docker_with_images
 
 ALL_SPECS = [s for s in agentgym.list_envs() if s.entry_point.startswith("agentgym.")]

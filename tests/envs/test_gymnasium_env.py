@@ -13,8 +13,8 @@ from gymnasium.utils import seeding
 
 import agentgym
 from agentgym.checker import run_checks
-from agentgym.errors import UnknownEnvError
 from agentgym.envs.gymnasium.env import DEFAULT_TURNS
+from agentgym.errors import UnknownEnvError
 
 CLASSICS = ["FrozenLake-v1", "Taxi-v4", "CliffWalking-v1", "Blackjack-v1"]
 PLANNABLE = {"FrozenLake-v1": {"is_slippery": False}, "Taxi-v4": {}, "CliffWalking-v1": {}}

@@ -91,6 +91,31 @@ def test_task_files_travel_as_one_tar_with_fixed_times(tmp_path):
         assert path.stat().st_mtime == sandbox_io.FILE_TIME, path
 
 
+class _Answers:
+    """A stand-in sandbox whose every command exits with ``code`` and prints ``stdout`` and ``stderr``."""
+
+    id = "fake"
+
+    def __init__(self, code: int, stdout: str, stderr: str = "") -> None:
+        self.result = ExecResult(code, stdout, stderr, timed_out=False, duration=0.0)
+        self.ran: tuple[object, object] | None = None
+
+    async def exec(self, cmd: list[str], *, timeout: float, stdin: str | None = None) -> ExecResult:
+        self.ran = (cmd, stdin)
+        return self.result
+
+
+def test_read_back_gives_the_probe_its_request_and_returns_its_json_or_says_why_not():
+    sandbox = _Answers(0, '{"files": {"a": "x"}}')
+    assert asyncio.run(sandbox_io.read_back(sandbox, "PROBE", {"limit": 5})) == {"files": {"a": "x"}}
+    assert sandbox.ran == (["python3", "-c", "PROBE"], '{"limit": 5}')
+    for code, stdout in ((1, "{}"), (0, "Traceback (most recent call last)"), (0, "")):
+        with pytest.raises(sandbox_io.ReadBackError, match="could not read the files back from sandbox fake: x*denied$") as raised:
+            asyncio.run(sandbox_io.read_back(_Answers(code, stdout, "x" * 400 + "denied"), "PROBE", {}))
+        assert len(raised.value.stderr) == 300 and raised.value.stderr.endswith("denied")
+        assert isinstance(raised.value, SandboxError)
+
+
 def _host_snapshot(root: Path, task: shell.Task) -> Snapshot:
     reads = sorted({p for part in task.parts for p in part.reads})
     lists = sorted({p for part in task.parts for p in part.lists})

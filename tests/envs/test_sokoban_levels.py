@@ -7,6 +7,9 @@ from collections import deque
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from agentgym.envs.games.sokoban_levels import (
     DIFFICULTIES,
     DIRECTIONS,
@@ -17,8 +20,6 @@ from agentgym.envs.games.sokoban_levels import (
     generate,
     solve,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 SEEDS = range(200)
 

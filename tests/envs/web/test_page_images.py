@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 import struct
+import threading
 import time
 import zlib
 from collections.abc import Iterator
@@ -42,7 +42,7 @@ PAGE = b"""<!doctype html><style>.icon { content: url(/icon.png); height: 12px; 
 
 
 class _Site(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:  # http.server calls it by this name
         if self.path == "/icon.png":
             time.sleep(ICON_DELAY)
             self._send(200, "image/png", PNG)
