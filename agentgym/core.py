@@ -7,7 +7,9 @@ them, and answers anything it cannot run with an error observation instead of an
 
 A subclass writes three things: :meth:`Env.setup` (draw an episode from ``self.np_random`` and return
 its opening messages), its tools (methods decorated with :func:`agentgym.tool`, which end the episode
-through :meth:`Env.finish`), and :meth:`Env.oracle_action` (the next action of a perfect player).
+through :meth:`Env.finish`), and :meth:`Env.oracle_action` (the next action of a perfect player). The
+reset options ``setup`` reads besides the difficulty are declared in :attr:`Env.reset_options`; the base
+class refuses any other.
 """
 
 from __future__ import annotations

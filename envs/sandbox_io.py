@@ -30,10 +30,13 @@ async def write_tree(sandbox: Sandbox, files: dict[str, str]) -> None:
 class ReadBackError(SandboxError):
     """A probe ran in a working sandbox but failed or printed no JSON: what is inside could not be read."""
 
-    def __init__(self, sandbox: Sandbox, stderr: str) -> None:
-        self.stderr = stderr[-300:]
+    def __init__(self, message: str, stderr: str) -> None:
+        super().__init__(message, stderr)  # both in args, so that it pickles
+        self.stderr = stderr
         """The tail of what the probe wrote to stderr."""
-        super().__init__(f"could not read the files back from sandbox {sandbox.id}: {self.stderr}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 async def read_back(sandbox: Sandbox, probe: str, request: Any) -> Any:
@@ -45,7 +48,8 @@ async def read_back(sandbox: Sandbox, probe: str, request: Any) -> Any:
     except ValueError:
         found = None
     if found is None:
-        raise ReadBackError(sandbox, result.stderr)
+        stderr = result.stderr[-300:]
+        raise ReadBackError(f"could not read the files back from sandbox {sandbox.id}: {stderr}", stderr)
     return found
 
 
