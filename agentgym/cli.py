@@ -54,13 +54,14 @@ class _Cli(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in _LAZY_COMMANDS:
             module, name = _LAZY_COMMANDS[cmd_name]
-            return getattr(importlib.import_module(module), name)
-        if (entry := _plugin_commands().get(cmd_name)) is not None:
-            command: click.Command = entry.load()
+            command: click.Command = getattr(importlib.import_module(module), name)
             return command
+        if (entry := _plugin_commands().get(cmd_name)) is not None:
+            plugin: click.Command = entry.load()
+            return plugin
         return super().get_command(ctx, cmd_name)
 
-    def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
         try:
             return super().main(*args, **kwargs)
@@ -199,7 +200,7 @@ def play(env_id: str, seed: int, difficulty: str | None, call_format: str, scree
 def _save_screen(env: Any, folder: Path | None) -> None:
     """Write the environment's screen after this turn to ``folder`` and say where."""
     frame = env.render_frame() if folder is not None else None
-    if frame is None:
+    if frame is None or folder is None:
         return
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"turn-{env.turn:03d}.png"

@@ -13,7 +13,7 @@ import sys
 import types
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple, TypeVar, Union, get_args, get_origin
+from typing import Any, NamedTuple, TypeVar, Union, get_args, get_origin
 
 import click
 import yaml
@@ -56,7 +56,7 @@ _CORE_SCHEMA = [  # YAML 1.2's core schema in resolution order: (tag, pattern, f
 class _Loader(yaml.SafeLoader):
     """YAML 1.2's core schema: only ``true``/``false`` are booleans, ``1e-4`` is a float, dates stay strings."""
 
-    yaml_implicit_resolvers: ClassVar[dict[Any, Any]] = {}
+    yaml_implicit_resolvers: dict[Any, Any] = {}  # noqa: RUF012 - PyYAML's own class attribute, replaced below
 
 
 class _Dumper(yaml.SafeDumper):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache, partial
@@ -62,7 +62,7 @@ class Env(gymnasium.Env[list[Message], str]):
     ``terminated`` means the task ended (solved or failed); ``truncated`` means the turn limit was hit.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
+    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012 - Gymnasium's attribute
     difficulties: ClassVar[tuple[str, ...]] = ("default",)
     """The difficulty levels this environment can generate, easiest first."""
     execution: ClassVar[Execution] = "thread"
@@ -103,7 +103,7 @@ class Env(gymnasium.Env[list[Message], str]):
         self.render_mode = render_mode
         self.observation_space = Messages()
         self.action_space = Utterance(max_length=max_action_chars)
-        self._tools = tools_of(type(self))
+        self._tools = tools_of(type(self))  # type: ignore[arg-type]  # classes hash; mypy checks Env's own __hash__
         self._tool_specs = tuple(spec for _, spec in self._tools.values())
         self._started = False
         self._over = False
@@ -334,7 +334,7 @@ class Env(gymnasium.Env[list[Message], str]):
             return False
         return not _is_async(getattr(fn, "__func__", fn))
 
-    def _run_sync(self, coroutine: Any) -> Any:
+    def _run_sync(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Drive a coroutine to completion for the synchronous API, also from inside a running loop."""
         if self._runner is None:
             self._runner = asyncio.Runner()

@@ -93,7 +93,9 @@ class _Watchdog:
     def __init__(self, timeouts: Timeouts) -> None:
         self.timeouts = timeouts
         self.loop = asyncio.get_running_loop()
-        self.task = asyncio.current_task()
+        task = asyncio.current_task()
+        assert task is not None, "the watchdog is made inside the episode's task"
+        self.task = task
         self.fired: EpisodeTimeout | None = None
         self.episode_end = None if timeouts.episode is None else self.loop.time() + timeouts.episode
         self.turn_end: float | None = None

@@ -106,14 +106,18 @@ class LiveProgress:
 def quiet_progress_bars() -> Iterator[None]:
     """Hide transformers' "Loading weights" progress bar for the block (a model loaded under a live bar of
     ours); restore both libraries' settings after."""
-    from huggingface_hub import utils as hub_utils
+    from huggingface_hub.utils.tqdm import (
+        are_progress_bars_disabled,
+        disable_progress_bars,
+        enable_progress_bars,
+    )
     from transformers.utils import logging as hf_logging
 
-    transformers_on, hub_off = hf_logging.is_progress_bar_enabled(), hub_utils.are_progress_bars_disabled()
-    hf_logging.disable_progress_bar()
+    transformers_on, hub_off = hf_logging.is_progress_bar_enabled(), are_progress_bars_disabled()
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     try:
         yield
     finally:
         if transformers_on:
-            hf_logging.enable_progress_bar()  # turns the hub's on too: set them back below
-        (hub_utils.disable_progress_bars if hub_off else hub_utils.enable_progress_bars)()
+            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]  # turns the hub's on too: set back below
+        (disable_progress_bars if hub_off else enable_progress_bars)()

@@ -31,7 +31,7 @@ _ID = re.compile(r"^(?P<family>[A-Za-z][\w.-]*)/(?P<name>[A-Za-z][\w.]*(?:-[\w.]
 """``family/Name-vN``: the name starts with a letter and may hold hyphens (``miniwob/click-tab-2-v0``)."""
 
 
-class EnvSpec(BaseModel):
+class EnvSpec(BaseModel):  # type: ignore[no-redef]  # pydantic's plugin: the field `kwargs` vs __init__'s **kwargs
     """Everything needed to build an environment by id; survives a JSON round trip."""
 
     model_config = ConfigDict(frozen=True)
@@ -147,8 +147,8 @@ def spec(env_id: str) -> EnvSpec:
     if found is None and family in _id_families:
         return _id_families[family](name)
     if found is None:
-        family = _ID.match(env_id)
-        missing = _unavailable_families.get(family["family"]) if family else None
+        parsed = _ID.match(env_id)
+        missing = _unavailable_families.get(parsed["family"]) if parsed else None
         raise UnknownEnvError(f"{env_id} cannot be made here: {missing}" if missing else _unknown_message(env_id))
     return found
 
@@ -181,7 +181,8 @@ def make(env_id: str | EnvSpec, **kwargs: Any) -> Env:
         env = env_cls(**arguments)
     except TypeError as exc:
         raise RegistrationError(f"could not build {env_spec.id} with arguments {sorted(arguments)}: {exc}") from exc
-    env.spec = env_spec.model_copy(update={"kwargs": {k: v for k, v in arguments.items() if k != "max_turns"}})
+    made_with = {k: v for k, v in arguments.items() if k != "max_turns"}
+    env.spec = env_spec.model_copy(update={"kwargs": made_with})  # type: ignore[assignment]  # ours, not Gymnasium's
     return env
 
 

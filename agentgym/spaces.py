@@ -80,7 +80,7 @@ class Messages(spaces.Space[list[Message]]):
 
 @vector_utils.batch_space.register(Messages)
 @vector_utils.batch_space.register(Utterance)
-def _batch_space(space: Messages | Utterance, n: int = 1) -> spaces.Tuple:
+def _batch_space(space: Messages | Utterance, n: int = 1) -> spaces.Tuple[Any]:
     """``n`` independent copies, seeded from ``space``'s generator like Gymnasium's ``Text``."""
     batched = spaces.Tuple(tuple(deepcopy(space) for _ in range(n)), seed=deepcopy(space.np_random))
     batched.seed([int(s) for s in deepcopy(space.np_random).integers(0, 10**8, n)])
@@ -89,7 +89,7 @@ def _batch_space(space: Messages | Utterance, n: int = 1) -> spaces.Tuple:
 
 @vector_utils.batch_differing_spaces.register(Messages)
 @vector_utils.batch_differing_spaces.register(Utterance)
-def _batch_differing_spaces(batch: Sequence[Messages | Utterance]) -> spaces.Tuple:
+def _batch_differing_spaces(batch: Sequence[Messages | Utterance]) -> spaces.Tuple[Any]:  # type: ignore[misc]  # Gymnasium dispatches on the first space's type
     return spaces.Tuple([deepcopy(space) for space in batch], seed=deepcopy(batch[0].np_random))
 
 

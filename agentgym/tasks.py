@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, overload
 
@@ -41,7 +41,7 @@ class Task(BaseModel):
 class TaskSet(Sequence[Task]):
     """An ordered, indexable collection of tasks with JSON-lines storage."""
 
-    def __init__(self, tasks: Sequence[Task] = ()) -> None:
+    def __init__(self, tasks: Iterable[Task] = ()) -> None:
         self._tasks = tuple(tasks)
 
     @classmethod

@@ -80,6 +80,7 @@ class ToolSpec(BaseModel):
     def validate_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Check and coerce arguments against the schema; raise :class:`ToolError` naming each bad one."""
         private = self.__pydantic_private__  # read directly: the hot path of every step
+        assert private is not None
         model, validator = private["_arguments_model"], private["_validator"]
         if validator is not None:
             problems = "; ".join(_describe_schema_error(err) for err in validator.iter_errors(arguments))

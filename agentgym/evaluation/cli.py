@@ -24,7 +24,7 @@ from agentgym.evaluation.run import Progress as RunProgress
 from agentgym.evaluation.run import run_evaluation
 from agentgym.evaluation.scores import RunScores
 from agentgym.inference import ENGINES, SamplingParams
-from agentgym.policies import POLICIES, get_policy
+from agentgym.policies import POLICIES, Policy, get_policy
 from agentgym.policies.engines import engine_policy
 from agentgym.progress import LiveProgress
 from agentgym.registration import make
@@ -106,12 +106,12 @@ def eval_command(
     sampling = SamplingParams(temperature=temperature, top_p=top_p, max_tokens=max_tokens) if engine else None
     agent = policy or f"{engine}-{Path(str(model_path)).name or model_path}"
     spec = RunSpec(agent=agent, policy=policy, engine=engine, model=model_path, base_url=base_url, tokenizer=tokenizer,
-                   sampling=sampling, suite=suite_name, suite_sha256=suite_sha, split=split,  # type: ignore[arg-type]
+                   sampling=sampling, suite=suite_name, suite_sha256=suite_sha, split=split,
                    tasks_sha256=tasks_digest(tasks), samples=samples, seed=seed, max_retries=retries,
                    env_args=parsed_args)
     label = suite_name or (tasks[0].env_id.replace("/", "-") if len({t.env_id for t in tasks}) == 1 else "envs")
     out_dir = out_dir or Path("runs") / "eval" / f"{label}-{agent}-{time.strftime('%Y%m%d-%H%M%S')}"
-    where = BackendConfig(backend=backend, ray=RayConfig(address=ray_address, env_workers=env_workers,  # type: ignore[arg-type]
+    where = BackendConfig(backend=backend, ray=RayConfig(address=ray_address, env_workers=env_workers,
                                                          engine_replicas=engine_replicas))
     with _bad_arguments(), open_backend(where) as opened:
         scores = asyncio.run(_run(spec, tasks, out_dir, resume=resume, concurrency=concurrency, max_context=max_context,
@@ -173,6 +173,7 @@ async def _run(spec: RunSpec, tasks: list[Task], out_dir: Path, *, resume: bool,
                max_context: int, backend: Backend) -> RunScores:
     """Start the policy (a model's engine once), then play the run on ``backend`` with a progress bar."""
     async with AsyncExitStack() as stack:
+        agent: Policy
         if spec.engine is not None:
             err.print(f"starting the {spec.engine} engine on {spec.model} ...", markup=False)
             agent = await stack.enter_async_context(engine_policy(

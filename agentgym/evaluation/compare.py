@@ -97,7 +97,7 @@ def compare_runs(run_a: str | Path, run_b: str | Path) -> Comparison:
     if not shared:
         raise ValueError(f"{run_a} and {run_b} share no scored task; compare runs of the same suite or tasks")
     success = [b[t].successes / b[t].samples - a[t].successes / a[t].samples for t in shared]
-    reward = [b[t].mean_reward - a[t].mean_reward for t in shared]
+    reward = [b[t].scored_reward - a[t].scored_reward for t in shared]
     ranked = sorted(range(len(shared)), key=lambda i: (-abs(success[i]), -abs(reward[i]), shared[i]))
     n = len(shared)
     return Comparison(
@@ -109,8 +109,8 @@ def compare_runs(run_a: str | Path, run_b: str | Path) -> Comparison:
         success_a=sum(a[t].successes / a[t].samples for t in shared) / n,
         success_b=sum(b[t].successes / b[t].samples for t in shared) / n,
         p_success=sign_flip_p_value(success),
-        reward_a=sum(a[t].mean_reward for t in shared) / n,
-        reward_b=sum(b[t].mean_reward for t in shared) / n,
+        reward_a=sum(a[t].scored_reward for t in shared) / n,
+        reward_b=sum(b[t].scored_reward for t in shared) / n,
         p_reward=sign_flip_p_value(reward),
         b_better=sum(d > 0 for d in success),
         a_better=sum(d < 0 for d in success),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from agentgym.evaluation.records import MANIFEST, RunSpec
@@ -77,13 +78,18 @@ def suite_row(suite: Suite, run: Recorded) -> Row | None:
         return None
     played: list[TaskScore] = [t for t in tasks if t is not None]
     levels = {level: [t for t in played if t.difficulty == level] for level in suite_levels(suite)}
-    return Row(run, _success(played), sum(t.mean_reward for t in played) / len(played),
+    return Row(run, _success(played), sum(t.scored_reward for t in played) / len(played),
                {level: _success(ts) for level, ts in levels.items() if ts})
+
+
+def _between_markers(table: str, markers: re.Match[str]) -> str:
+    """The table put between the score markers that ``markers`` matched."""
+    return markers.group(1) + table + markers.group(2)
 
 
 def suite_levels(suite: Suite) -> tuple[str, ...]:
     """The difficulties of the suite's test tasks: easy, medium and hard in that order, then any others."""
-    present = {t.difficulty for t in suite.split("test")}
+    present = {t.difficulty for t in suite.split("test") if t.difficulty is not None}
     return (*(level for level in LEVELS if level in present), *sorted(present - set(LEVELS)))
 
 
@@ -101,7 +107,7 @@ def write_leaderboard(runs_dir: Path, out_file: Path, suites_dir: Path | None = 
         readme = suite.folder / "README.md"
         text = readme.read_text()
         table = _suite_table(rows[suite.name], suite_levels(suite))
-        updated = _SCORES.sub(lambda m, table=table: m.group(1) + table + m.group(2), text)
+        updated = _SCORES.sub(partial(_between_markers, table), text)
         if updated != text:
             readme.write_text(updated)
             written.append(readme)

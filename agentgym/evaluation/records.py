@@ -191,7 +191,7 @@ class RunFolder:
     def _screen_links(self, message: Message) -> Message:
         if not message.images:
             return message
-        parts = [self._link(p) if isinstance(p, ImagePart) else p for p in message.content]  # type: ignore[union-attr]
+        parts = [self._link(p) if isinstance(p, ImagePart) else p for p in message.content]
         return message.model_copy(update={"content": parts})
 
     def _link(self, image: ImagePart) -> TextPart:

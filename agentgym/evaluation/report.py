@@ -101,11 +101,11 @@ def _blocks(spec: RunSpec, s: RunScores, records: list[EpisodeRecord], first: In
     return blocks
 
 
-def _best_first(r: EpisodeRecord) -> tuple:
+def _best_first(r: EpisodeRecord) -> tuple[bool, float, int, str]:
     return (not r.success, -r.reward, r.turns, r.key)
 
 
-def _worst_first(r: EpisodeRecord) -> tuple:
+def _worst_first(r: EpisodeRecord) -> tuple[bool, float, int, str]:
     return (r.success, r.reward, -r.turns, r.key)
 
 

@@ -66,6 +66,13 @@ class TaskScore(BaseModel):
     """None when no sample was scored."""
     infra_errors: int
 
+    @property
+    def scored_reward(self) -> float:
+        """The mean reward of a task with scored samples; a ``ValueError`` for one without."""
+        if self.mean_reward is None:
+            raise ValueError(f"task {self.id} has no scored sample")
+        return self.mean_reward
+
 
 class RunScores(BaseModel):
     """The summary of an evaluation (``summary.json``)."""

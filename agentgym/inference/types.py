@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -167,7 +167,7 @@ class InferenceEngine(Protocol):
 class StreamingEngine(InferenceEngine, Protocol):
     """An engine that can also hand out a response's tokens as they are sampled (the torch engine)."""
 
-    def stream(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
+    def stream(self, request: GenerationRequest) -> AsyncGenerator[GenerationChunk, None]:
         """Generate one response to ``request``, yielding its tokens in chunks as they are sampled; the last
         chunk carries the finish reason. Leaving the iteration early (``break``, ``aclose()``, or cancelling
         the task iterating) drops the request like cancelling ``generate``; a failure raises from it."""
@@ -190,7 +190,7 @@ class SleepingEngine(InferenceEngine, Protocol):
 
 async def stream_generation(
     engine: InferenceEngine, request: GenerationRequest
-) -> AsyncIterator[GenerationChunk]:
+) -> AsyncGenerator[GenerationChunk, None]:
     """``request``'s tokens as ``engine`` samples them: through :meth:`StreamingEngine.stream` where the engine
     has it, else one chunk holding the whole result once ``generate`` returns."""
     if isinstance(engine, StreamingEngine):

@@ -33,7 +33,7 @@ from agentgym.serve.streaming import SHUT_DOWN, chat_events, completion_events
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-SHUTDOWN_GRACE_S = 5.0
+SHUTDOWN_GRACE_S = 5
 """How long ``agentgym serve`` waits on Ctrl-C for open connections, once it has aborted the generations
 in flight."""
 

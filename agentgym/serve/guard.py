@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agentgym.serve.schemas import APIError
@@ -13,6 +14,8 @@ DEFAULT_MAX_BODY_BYTES = 4 * 2**20
 """The largest request body ``agentgym serve`` reads (4 MiB) unless told otherwise (``--max-body-mb``)."""
 
 Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
 
 
 class RequestGuard:
@@ -31,7 +34,7 @@ class RequestGuard:
             raise ValueError(f"max_bytes must be at least 1, got {max_bytes}")
         self.app, self.max_bytes = app, max_bytes
 
-    async def __call__(self, scope: Message, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Message, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -55,7 +58,7 @@ class RequestGuard:
         whole = {"type": "http.request", "body": b"".join(parts), "more_body": False}
         await self._run(scope, whole, receive, send)
 
-    async def _run(self, scope: Message, body: Message, receive: Any, send: Any) -> None:
+    async def _run(self, scope: Message, body: Message, receive: Receive, send: Send) -> None:
         """Run the application on the whole ``body``, cancelling it if the client leaves first."""
         replayed = False
         complete = False
@@ -86,7 +89,7 @@ class RequestGuard:
             try:
                 await app
             except asyncio.CancelledError:
-                if asyncio.current_task().cancelling():  # this request itself was cancelled, not just the app
+                if (task := asyncio.current_task()) is not None and task.cancelling():  # this request was cancelled
                     raise
         finally:
             left.cancel()

@@ -197,7 +197,7 @@ def response_text(tokenizer: Any, result: GenerationResult, stop: Iterable[str])
     ids = result.token_ids
     if result.finish_reason == "stop" and ids and ids[-1] in tokenizer.all_special_ids:
         ids = ids[:-1]
-    text = tokenizer.decode(ids, skip_special_tokens=False)
+    text: str = tokenizer.decode(ids, skip_special_tokens=False)
     cuts = [text.find(s) for s in stop if s and s in text]
     return text[: min(cuts)] if cuts else text
 
@@ -208,7 +208,8 @@ def chat_choice(
     text = response_text(tokenizer, result, body.stop_strings)
     parsed = HermesParser().parse(text) if parse_tools else None
     calls = parsed.calls if parsed is not None and not parsed.errors else []
-    message: dict[str, Any] = {"role": "assistant", "content": (parsed.content or None) if calls else text}
+    content = (parsed.content or None) if parsed is not None and calls else text
+    message: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         message["tool_calls"] = [
             {

@@ -17,7 +17,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,7 +89,7 @@ async def chat_events(
     requests: list[GenerationRequest],
     *,
     parse_tools: bool,
-) -> AsyncIterator[str]:
+) -> AsyncGenerator[str, None]:
     """The server-sent events of a streamed chat completion, one choice per request."""
     tokenizer = engine.tokenizer
     head = {
@@ -154,7 +154,7 @@ async def completion_events(
     body: CompletionRequest,
     requests: list[GenerationRequest],
     prompt_lengths: list[int],
-) -> AsyncIterator[str]:
+) -> AsyncGenerator[str, None]:
     """The server-sent events of a streamed completion, one choice per request."""
     tokenizer = engine.tokenizer
     head = {
@@ -207,7 +207,7 @@ def _usage(
 
 async def _merged(
     engine: InferenceEngine, requests: list[GenerationRequest]
-) -> AsyncIterator[tuple[int, GenerationChunk]]:
+) -> AsyncGenerator[tuple[int, GenerationChunk], None]:
     """The chunks of every request as they come, with the request's index, until each has finished;
     leaving early cancels the requests still generating."""
     # A slow reader holds the pumps back (each request's tokens then wait in the engine's own queue).
@@ -239,8 +239,8 @@ async def _merged(
 
 
 async def _guarded(
-    chunks: AsyncIterator[tuple[int, GenerationChunk]],
-) -> AsyncIterator[tuple[int, GenerationChunk | APIError]]:
+    chunks: AsyncGenerator[tuple[int, GenerationChunk], None],
+) -> AsyncGenerator[tuple[int, GenerationChunk | APIError], None]:
     """The chunks, with the first failure (or an engine shut down mid-way) turned into an ``APIError`` to
     send, after which nothing more comes."""
     async with contextlib.aclosing(chunks):
