@@ -32,7 +32,7 @@ from ray.exceptions import RayActorError
 from agentgym.cluster.members import Members, answer
 from agentgym.errors import AgentGymError
 from agentgym.inference import engine_class
-from agentgym.inference.types import EngineStats, GenerationRequest, GenerationResult
+from agentgym.inference.types import EngineStats, GenerationRequest, GenerationResult, SleepingEngine
 
 SESSIONS = 65536
 """Conversations a client remembers the replica of (least recently used forgotten first)."""
@@ -53,7 +53,8 @@ class WeightBoard:
     held in a list so Ray passes it on as a reference, or a checkpoint folder)."""
 
     def __init__(self) -> None:
-        self._version, self._weights = 0, []
+        self._version = 0
+        self._weights: list[Any] = []
 
     def publish(self, version: int, weights: list[Any]) -> None:
         self._version, self._weights = version, weights
@@ -67,7 +68,7 @@ class EngineReplica:
     board named ``board`` (a name, not a handle: a restart could not use arguments held in the object store)."""
 
     def __init__(self, engine: str, model: str, kwargs: dict[str, Any], board: str) -> None:
-        self.engine = engine_class(engine)(model, **kwargs)
+        self.engine: SleepingEngine = engine_class(engine)(model, **kwargs)
         self._board = board
         self._synced: asyncio.Lock | None = None
         self._current = False
@@ -163,7 +164,8 @@ class EngineClient:
             index = self._route(request.session)
             with members.holding(index) as replica:
                 try:
-                    return await answer(replica.generate.remote(request))
+                    result: GenerationResult = await answer(replica.generate.remote(request))
+                    return result
                 except RayActorError as exc:
                     members.died(index, exc)
                     if time.monotonic() > deadline:

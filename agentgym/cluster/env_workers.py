@@ -33,7 +33,7 @@ class Rollout:
     """What an env worker needs to play a rollout's episodes: its key, the environment and its arguments, the
     policy (an object reference, in a list so that Ray passes it on unresolved) and the instances' close time."""
 
-    def __init__(self, spec: EnvSpec, env_kwargs: dict[str, Any] | None, policy: ray.ObjectRef,
+    def __init__(self, spec: EnvSpec, env_kwargs: dict[str, Any] | None, policy: ray.ObjectRef[Any],
                  close_timeout: float | None) -> None:
         self.key = uuid.uuid4().hex
         self.spec, self.env_kwargs, self.policy, self.close_timeout = spec, env_kwargs, [policy], close_timeout
@@ -99,7 +99,8 @@ class RayRunner:
             ref = worker.play.remote(self.rollout, task, seed, timeouts)
             try:
                 async with asyncio.timeout(limit):
-                    return await answer(ref)
+                    trajectory: Trajectory = await answer(ref)
+                    return trajectory
             except TimeoutError:
                 ray.cancel(ref)
                 return lost(task, seed, "worker:unreachable", f"env worker {index} did not answer within {limit:g} s")

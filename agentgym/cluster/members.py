@@ -78,7 +78,7 @@ class Members(Generic[A]):
             task.cancel()
 
 
-async def answer(ref: ray.ObjectRef) -> Any:
+async def answer(ref: ray.ObjectRef[Any]) -> Any:
     """The value of an actor call; cancelling the caller cancels the call, and an exception raised inside it is
     raised here as itself (``RayActorError`` when the actor died)."""
     try:
@@ -87,4 +87,4 @@ async def answer(ref: ray.ObjectRef) -> Any:
         ray.cancel(ref)
         raise
     except RayTaskError as exc:
-        raise exc.as_instanceof_cause() from None
+        raise exc.as_instanceof_cause() from None  # type: ignore[no-untyped-call]

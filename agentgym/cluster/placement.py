@@ -37,7 +37,7 @@ class Capacity:
     def reserve(self, each: dict[str, float], count: int, who: str) -> None:
         """Count ``count`` actors asking for ``each`` (``CPU``, ``GPU``, labels), or raise
         :class:`AgentGymError` naming what the cluster lacks."""
-        offered = ray.cluster_resources()
+        offered = ray.cluster_resources()  # type: ignore[no-untyped-call]
         wanted = {name: amount * count for name, amount in each.items() if amount > 0}
         short = {name: amount for name, amount in wanted.items()
                  if offered.get(name, 0.0) - self.reserved.get(name, 0.0) < amount - 1e-9}

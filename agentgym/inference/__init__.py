@@ -34,12 +34,14 @@ def engine_class(name: str) -> type:
         module, _, attr = ENGINES[name].partition(":")
     except KeyError:
         raise ValueError(f"unknown engine {name!r}; choose one of: {', '.join(ENGINES)}") from None
-    return getattr(importlib.import_module(module), attr)
+    cls: type = getattr(importlib.import_module(module), attr)
+    return cls
 
 
 def load_engine(name: str, **kwargs: Any) -> InferenceEngine | ChatEngine:
     """Build the engine ``name`` with its constructor's keyword arguments."""
-    return engine_class(name)(**kwargs)
+    engine: InferenceEngine | ChatEngine = engine_class(name)(**kwargs)
+    return engine
 
 
 __all__ = [

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -62,7 +64,7 @@ class KVBatch:
             attention_mask=mask,
             position_ids=positions,
             use_cache=True,
-            **{_cache_keyword(type(model)): cache},
+            **{_cache_keyword(type(model).forward): cache},
             logits_to_keep=1,
         )
         batch = cls(cache, mask, mask.sum(-1))
@@ -78,17 +80,18 @@ class KVBatch:
             attention_mask=self.mask,
             position_ids=self.next_pos[:, None],
             use_cache=True,
-            **{_cache_keyword(type(model)): self.cache},
+            **{_cache_keyword(type(model).forward): self.cache},
         )
         self.next_pos = self.next_pos + 1
-        return out.logits[:, -1, :]
+        logits: torch.Tensor = out.logits
+        return logits[:, -1, :]
 
     def row_kv(self, row: int, length: int) -> KV:
         """Views of the KV of the last ``length`` tokens of ``row`` (its real tokens end the row)."""
         width = self.mask.shape[1]
         return [
-            (layer.keys[row : row + 1, :, width - length :], layer.values[row : row + 1, :, width - length :])
-            for layer in self.cache.layers
+            (keys[row : row + 1, :, width - length :], values[row : row + 1, :, width - length :])
+            for _, keys, values in self._layers()
         ]
 
     def select(self, rows: list[int]) -> KVBatch | None:
@@ -98,9 +101,9 @@ class KVBatch:
         index = torch.tensor(rows, dtype=torch.long, device=self.mask.device)
         mask = self.mask.index_select(0, index)
         first = int(mask.any(dim=0).to(torch.int8).argmax())
-        for layer in self.cache.layers:
-            layer.keys = layer.keys.index_select(0, index)[:, :, first:]
-            layer.values = layer.values.index_select(0, index)[:, :, first:]
+        for layer, keys, values in self._layers():
+            layer.keys = keys.index_select(0, index)[:, :, first:]
+            layer.values = values.index_select(0, index)[:, :, first:]
         self.mask = mask[:, first:]
         self.next_pos = self.next_pos.index_select(0, index)
         return self
@@ -108,9 +111,10 @@ class KVBatch:
     def merge(self, other: KVBatch) -> KVBatch:
         """Append the rows of ``other`` after this batch's rows, left-padding the shorter of the two."""
         width = max(self.mask.shape[1], other.mask.shape[1])
-        for mine, theirs in zip(self.cache.layers, other.cache.layers, strict=True):
-            mine.keys = torch.cat([_pad_left(mine.keys, width), _pad_left(theirs.keys, width)], dim=0)
-            mine.values = torch.cat([_pad_left(mine.values, width), _pad_left(theirs.values, width)], dim=0)
+        layers = zip(self._layers(), other._layers(), strict=True)
+        for (layer, keys, values), (_, their_keys, their_values) in layers:
+            layer.keys = torch.cat([_pad_left(keys, width), _pad_left(their_keys, width)], dim=0)
+            layer.values = torch.cat([_pad_left(values, width), _pad_left(their_values, width)], dim=0)
         self.mask = torch.cat(
             [_pad_left(self.mask, width, dim=1), _pad_left(other.mask, width, dim=1)], dim=0
         )
@@ -122,17 +126,24 @@ class KVBatch:
         and drop the padding columns no row needs."""
         order = self.mask.argsort(dim=1, stable=True)[:, -int(self.next_pos.max()) :]
         self.mask = self.mask.gather(1, order)
+        for layer, keys, values in self._layers():
+            index = order[:, None, :, None].expand(-1, keys.shape[1], -1, keys.shape[3])
+            layer.keys = keys.gather(2, index)
+            layer.values = values.gather(2, index)
+
+    def _layers(self) -> Iterator[tuple[DynamicLayer, torch.Tensor, torch.Tensor]]:
+        """Each cache layer with its keys and values (full-attention layers, filled: :meth:`prefill` lets
+        no other kind in)."""
         for layer in self.cache.layers:
-            index = order[:, None, :, None].expand(-1, layer.keys.shape[1], -1, layer.keys.shape[3])
-            layer.keys = layer.keys.gather(2, index)
-            layer.values = layer.values.gather(2, index)
+            assert isinstance(layer, DynamicLayer) and layer.keys is not None and layer.values is not None
+            yield layer, layer.keys, layer.values
 
 
 @functools.cache
-def _cache_keyword(model_class: type[PreTrainedModel]) -> str:
+def _cache_keyword(forward: Callable[..., Any]) -> str:
     """The keyword the model's ``forward`` takes its KV cache by: ``cache`` in newer ``transformers`` (where
     ``past_key_values`` still works but warns that it is deprecated), ``past_key_values`` before."""
-    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
+    return "cache" if "cache" in inspect.signature(forward).parameters else "past_key_values"
 
 
 def _left_padded(rows: list[list[int]], width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:

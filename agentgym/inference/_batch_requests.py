@@ -35,7 +35,7 @@ class Sequence:
     def publish(self) -> None:
         """Hand the last sampled token to the stream, if the request streams (from the worker thread)."""
         if self.stream is not None:
-            self._post((self.token_ids[-1], self.logprobs[-1], self.versions[-1]))
+            self._post(self.stream, (self.token_ids[-1], self.logprobs[-1], self.versions[-1]))
 
     def context(self) -> list[int]:
         return self.request.prompt_ids + self.token_ids
@@ -60,12 +60,15 @@ class Sequence:
         if not self.resolved:
             self.resolved = True
             settle_future(self.loop, self.future, result, error)
+            # after the future: a stream that reads the end finds the future settled
             if self.stream is not None:
-                self._post(None)  # after the future: a stream that reads the end finds the future settled
+                self._post(self.stream, None)
 
-    def _post(self, item: tuple[int, float, int] | None) -> None:
+    def _post(
+        self, stream: asyncio.Queue[tuple[int, float, int] | None], item: tuple[int, float, int] | None
+    ) -> None:
         try:
-            self.loop.call_soon_threadsafe(self.stream.put_nowait, item)
+            self.loop.call_soon_threadsafe(stream.put_nowait, item)
         except RuntimeError:  # the caller's event loop is closed: nobody is reading any more
             pass
 
@@ -84,7 +87,7 @@ class WeightUpdate:
 
 
 def settle_future(
-    loop: asyncio.AbstractEventLoop, future: asyncio.Future, result: Any, error: BaseException | None
+    loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], result: Any, error: BaseException | None
 ) -> None:
     """Resolve ``future`` from the worker thread on its own event loop (unless done or the loop closed)."""
 

@@ -24,13 +24,14 @@ def load_model(
     """The model on its device and dtype, and its tokenizer, from local files only. On the CPU, grouped-query
     attention is left to torch's kernel (:mod:`agentgym.inference._gqa_attention`)."""
     if isinstance(dtype, str):
-        if not isinstance(getattr(torch, dtype, None), torch.dtype):
+        named = getattr(torch, dtype, None)
+        if not isinstance(named, torch.dtype):
             raise ValueError(  # noqa: TRY004 - a str is the right type; its value names no torch dtype
                 f"dtype {dtype!r} is not a torch dtype; use e.g. 'float32' or 'bfloat16'")
-        dtype = getattr(torch, dtype)
+        dtype = named
     if isinstance(model, PreTrainedModel):
         target = next(model.parameters()).device if device == "auto" else torch.device(device)
-        model = model.to(device=target, dtype=dtype) if dtype is not None else model.to(target)
+        move(model, target, dtype)
         source = Path(model.name_or_path) if model.name_or_path else None
     else:
         source = Path(model)
@@ -46,7 +47,7 @@ def load_model(
             dtype = torch.float32 if target.type == "cpu" else torch.bfloat16
         with quiet_progress_bars():
             model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, local_files_only=True)
-        model = model.to(target)
+        move(model, target)
     use_on_cpu(model)
     if tokenizer is None or isinstance(tokenizer, str | Path):
         folder = Path(tokenizer) if tokenizer is not None else source
@@ -56,6 +57,15 @@ def load_model(
             )
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     return model, tokenizer
+
+
+def move(model: PreTrainedModel, device: str | torch.device, dtype: torch.dtype | None = None) -> None:
+    """``model.to(device)``, and to ``dtype`` if given (in place, as a module's ``to`` is): the type checker
+    reads transformers' ``PreTrainedModel.to`` (made with ``functools.wraps``) as taking ``self`` first."""
+    if dtype is None:
+        model.to(device)  # type: ignore[arg-type]
+    else:
+        model.to(device=device, dtype=dtype)  # type: ignore[call-arg]
 
 
 def eos_token_ids(tokenizer: Any, model: PreTrainedModel) -> frozenset[int]:

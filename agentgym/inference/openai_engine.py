@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from openai import AsyncOpenAI, NotGiven, not_given
+from openai import AsyncOpenAI, Omit, omit
 
 from agentgym.inference._clock import RequestClock
 from agentgym.inference.types import (
@@ -80,11 +80,11 @@ class OpenAIEngine:
             response = await self._client.chat.completions.create(
                 model=self.model,
                 messages=messages,  # type: ignore[arg-type]
-                tools=tools or not_given,  # type: ignore[arg-type]
+                tools=tools or omit,  # type: ignore[arg-type]
                 temperature=sampling.temperature,
                 top_p=sampling.top_p,
                 max_completion_tokens=sampling.max_tokens,
-                stop=list(sampling.stop) or not_given,
+                stop=list(sampling.stop) or omit,
                 seed=_given(sampling.seed),
             )
         choice = response.choices[0]
@@ -127,7 +127,7 @@ class OpenAIEngine:
                 max_tokens=sampling.max_tokens,
                 temperature=sampling.temperature,
                 top_p=sampling.top_p,
-                stop=list(sampling.stop) or not_given,
+                stop=list(sampling.stop) or omit,
                 seed=_given(sampling.seed),
                 logprobs=1,
                 extra_body={"return_tokens_as_token_ids": True},
@@ -180,8 +180,8 @@ class OpenAIEngine:
         self._clock.counts.generated_tokens += generated_tokens
 
 
-def _given(value: Any) -> Any | NotGiven:
-    return not_given if value is None else value
+def _given(value: int | None) -> int | Omit:
+    return omit if value is None else value
 
 
 def _arguments(raw: str) -> dict[str, Any] | None:

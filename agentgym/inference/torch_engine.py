@@ -38,7 +38,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from transformers import PreTrainedModel
@@ -46,7 +46,7 @@ from transformers import PreTrainedModel
 from agentgym.inference._batch import KVBatch
 from agentgym.inference._batch_requests import Sequence, WeightUpdate, settle_future
 from agentgym.inference._prefix_cache import CachedPrefix, PrefixCache
-from agentgym.inference._torch_loading import eos_token_ids, load_model, load_state, read_checkpoint
+from agentgym.inference._torch_loading import eos_token_ids, load_model, load_state, move, read_checkpoint
 from agentgym.inference.sampling import sample_token, sampling_logprobs
 from agentgym.inference.types import (
     EngineStats,
@@ -87,12 +87,12 @@ class TorchEngine:
         if threads is not None:
             torch.set_num_threads(threads)
         self.model, self._tokenizer = load_model(model, tokenizer, device, dtype)
-        self.model.eval()
+        self.model.eval()  # type: ignore[no-untyped-call]
         self.device = next(self.model.parameters()).device
         self.eos_token_ids = eos_token_ids(self._tokenizer, self.model)
         self.max_batch_size = max_batch_size
         self.max_model_len = max_model_len or int(self.model.config.max_position_embeddings)
-        self._vocab_size = int(self.model.get_input_embeddings().num_embeddings)
+        self._vocab_size = int(cast(torch.nn.Embedding, self.model.get_input_embeddings()).num_embeddings)
         self._rng = random.Random(seed)
         self._version = 0
 
@@ -317,7 +317,7 @@ class TorchEngine:
         if asleep and not self._asleep:
             self._requeue_active()
             self._prefix_cache.clear()
-        self.model.to("cpu" if asleep else self.device)
+        move(self.model, "cpu" if asleep else self.device)
         if asleep and self.device.type == "cuda":
             torch.cuda.empty_cache()
         self._asleep = asleep
@@ -365,10 +365,10 @@ class TorchEngine:
             return
         keep = [row for row, done in enumerate(finished) if not done]
         cohort = [cohort[row] for row in keep]
-        batch = batch.select(keep) if len(keep) < len(finished) else batch
-        if batch is None:
+        kept = batch.select(keep) if len(keep) < len(finished) else batch
+        if kept is None:
             return
-        self._batch = batch if self._batch is None else self._batch.merge(batch)
+        self._batch = kept if self._batch is None else self._batch.merge(kept)
         self._active.extend(cohort)
 
     def _decode(self) -> None:

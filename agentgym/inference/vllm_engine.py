@@ -92,7 +92,7 @@ class VLLMEngine:
             args = AsyncEngineArgs(
                 model=str(folder),
                 seed=seed,
-                max_model_len=max_model_len,
+                max_model_len=max_model_len,  # type: ignore[arg-type]  # None (its default) derives it
                 logprobs_mode="processed_logprobs",
                 weight_transfer_config=WeightTransferConfig(backend=transport),
                 **engine_args,

@@ -19,6 +19,7 @@ transport are known in every process vLLM starts.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -48,7 +49,12 @@ _RELOAD_LOGGER = "vllm.model_executor.model_loader.reload.layerwise"
 
 def _weightless_layers(record: logging.LogRecord) -> bool:
     """Drop the reload's warning that a rotary embedding (which holds no checkpoint weights) loaded none."""
-    return not (record.args and str(record.args[0]).endswith("RotaryEmbedding") and "Failed to load" in record.msg)
+    return not (
+        isinstance(record.args, tuple)
+        and record.args
+        and str(record.args[0]).endswith("RotaryEmbedding")
+        and "Failed to load" in record.msg
+    )
 
 
 BACKEND = "agentgym_shm"
@@ -103,7 +109,7 @@ class SharedMemoryWeightTransferEngine(WeightTransferEngine[SharedMemoryInitInfo
     def finish_weight_update(self) -> None:
         from vllm.model_executor.model_loader.reload import finalize_layerwise_reload
 
-        finalize_layerwise_reload(self.model, self.model_config)
+        finalize_layerwise_reload(self.model, self.model_config)  # type: ignore[no-untyped-call]
 
     def update_weights(self, update_info: dict[str, Any]) -> None:
         # the base class synchronizes an accelerator afterwards; the copies here are done when they return
@@ -119,7 +125,7 @@ class SharedMemoryWeightTransferEngine(WeightTransferEngine[SharedMemoryInitInfo
             dtype = getattr(torch, dtype_name)
             nbytes = math.prod(shape) * dtype.itemsize
             weights.append((name, self._mapping[offset : offset + nbytes].view(dtype).view(shape)))
-        self.model.load_weights(weights)
+        self.model.load_weights(weights)  # type: ignore[operator]  # a vLLM model, typed as a torch Module
 
     def shutdown(self) -> None:
         self._mapping = None
@@ -208,9 +214,8 @@ def register() -> None:
         WeightTransferTrainerFactory,
     )
 
-    for factory, cls in ((WeightTransferEngineFactory, SharedMemoryWeightTransferEngine),
-                         (WeightTransferTrainerFactory, SharedMemoryTrainerEngine)):
-        try:
-            factory.register_engine(BACKEND, cls)
-        except ValueError:  # registered already: plugins may load more than once per process
-            pass
+    # a ValueError says it is registered already: plugins may load more than once per process
+    with contextlib.suppress(ValueError):
+        WeightTransferEngineFactory.register_engine(BACKEND, SharedMemoryWeightTransferEngine)
+    with contextlib.suppress(ValueError):
+        WeightTransferTrainerFactory.register_engine(BACKEND, SharedMemoryTrainerEngine)

@@ -38,11 +38,12 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import datasets
 import numpy as np
-from trl.models import unwrap_model_for_generation
+from transformers import PreTrainedTokenizerBase
+from trl.models.utils import unwrap_model_for_generation
 
 from agentgym.core import Env
 from agentgym.episode import Timeouts, run_episode
@@ -58,14 +59,15 @@ from agentgym.tasks import Split, Task, TaskSet
 from agentgym.trajectory import Trajectory
 
 if TYPE_CHECKING:
-    from trl import GRPOConfig, GRPOTrainer
+    from trl.trainer.grpo_config import GRPOConfig
+    from trl.trainer.grpo_trainer import GRPOTrainer
 
 __all__ = ["EnvReward", "EnvRollout", "env_dataset", "episode_reward"]
 
 logger = logging.getLogger(__name__)
 TRLText = str | list[dict[str, Any]]
 """A prompt or completion as TRL passes it: text, or chat messages."""
-_UNSUPPORTED_SAMPLING = {
+_UNSUPPORTED_SAMPLING: dict[str, tuple[Any, ...]] = {
     "use_vllm": (False,),
     "top_k": (0, None),
     "min_p": (None,),
@@ -186,23 +188,25 @@ class EnvRollout:
 
     def __call__(self, prompts: list[TRLText], trainer: GRPOTrainer) -> dict[str, list[Any]]:
         """One episode per prompt (TRL has already repeated each prompt ``num_generations`` times)."""
-        args = trainer.args
+        args = cast("GRPOConfig", trainer.args)  # a GRPOTrainer's args are a GRPOConfig
         _check_sampling(args)
+        tokenizer = _tokenizer(trainer)
         tasks = [self._task(prompt) for prompt in prompts]
         self._batches += 1
         with unwrap_model_for_generation(
             trainer.model_wrapped,
             trainer.accelerator,
             gather_deepspeed3_params=args.ds3_gather_for_generation,
-            gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs,
+            # a dict or None: TrainingArguments parses the JSON string it may be given
+            gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs,  # type: ignore[arg-type]
         ) as model:
             training = model.training
             try:
                 with BackgroundLoop("agentgym-trl-rollout") as loop:
-                    trajectories = loop.run(self._episodes(model, trainer.processing_class, tasks, args))
+                    trajectories = loop.run(self._episodes(model, tokenizer, tasks, args))
             finally:
                 model.train(training)
-        return _rollout_output(trajectories, trainer.processing_class.eos_token_id)
+        return _rollout_output(trajectories, tokenizer.eos_token_id)
 
     async def _episodes(
         self, model: Any, tokenizer: Any, tasks: list[Task], args: GRPOConfig
@@ -323,6 +327,15 @@ def _rollout_output(trajectories: list[Trajectory], eos: int) -> dict[str, list[
         out["env_reward"].append(None if failed else trajectory.reward)
         out["env_error"].append(trajectory.error)
     return out
+
+
+def _tokenizer(trainer: GRPOTrainer) -> PreTrainedTokenizerBase:
+    """The trainer's ``processing_class``: a tokenizer, since the episodes are text."""
+    tokenizer = trainer.processing_class
+    if not isinstance(tokenizer, PreTrainedTokenizerBase):
+        raise TypeError(f"EnvRollout plays text episodes: the trainer's processing_class must be a tokenizer, "
+                        f"not {type(tokenizer).__name__}")
+    return tokenizer
 
 
 def _prompt_key(prompt: TRLText) -> str:

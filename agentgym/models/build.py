@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from pydantic import BaseModel
 
@@ -68,7 +68,15 @@ def init_model(
     return out
 
 
-def special_token_ids(tokenizer: Any) -> dict[str, int | None]:
+class SpecialTokenIds(TypedDict):
+    """The special-token ids a model config takes from agentgym's tokenizer."""
+
+    eos_token_id: int
+    pad_token_id: int
+    bos_token_id: None
+
+
+def special_token_ids(tokenizer: Any) -> SpecialTokenIds:
     """The end-of-turn and padding ids of agentgym's trained tokenizer (no beginning-of-sequence token)."""
     return {
         "eos_token_id": tokenizer.convert_tokens_to_ids(EOS_TOKEN),
@@ -87,7 +95,7 @@ def seeded_model(model_class: Any, config: Any, seed: int) -> Any:
         torch.manual_seed(seed)
         model = model_class(config).to(torch.float32).eval()
     ids = {k: getattr(config, k, None) for k in ("eos_token_id", "pad_token_id", "bos_token_id")}
-    model.generation_config = transformers.GenerationConfig(**ids)
+    model.generation_config = transformers.GenerationConfig(**ids)  # type: ignore[no-untyped-call]
     return model
 
 

@@ -8,8 +8,8 @@ observations an agent will see.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, cast
 
 import numpy as np
 
@@ -22,14 +22,18 @@ PARSERS = ("hermes", "pythonic")
 POLICIES = ("oracle", "random")
 
 
-def render(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *,
+def render(messages: list[dict[str, Any]], tools: Sequence[dict[str, Any]] | None = None, *,
            add_generation_prompt: bool = False) -> str:
     """Render OpenAI-format ``messages`` with :data:`CHAT_TEMPLATE` exactly as the saved tokenizer does."""
     from transformers.utils.chat_template_utils import render_jinja_template
 
-    rendered, _ = render_jinja_template(
-        [messages], tools=tools, chat_template=CHAT_TEMPLATE, add_generation_prompt=add_generation_prompt
-    )
+    # it returns each conversation's text and generation indices, though annotated as returning str
+    rendered, _ = cast(tuple[list[str], list[Any]], render_jinja_template(
+        [messages],
+        tools=None if tools is None else list(tools),
+        chat_template=CHAT_TEMPLATE,
+        add_generation_prompt=add_generation_prompt,
+    ))
     return rendered[0]
 
 

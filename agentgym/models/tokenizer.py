@@ -62,7 +62,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int) -> Any:
     tokenizer.train_from_iterator(texts, trainer=trainer)
     # the trainer marks every token it was given as special; the tool tokens are not
     tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in TOOL_TOKENS])
-    return PreTrainedTokenizerFast(
+    return PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=tokenizer,
         chat_template=CHAT_TEMPLATE,
         bos_token=None,

@@ -9,6 +9,7 @@ Idefics3 is one that vLLM serves without torchvision (vLLM's Qwen2-VL and LLaVA 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from agentgym.models.build import save_model, seeded_model, special_token_ids
 from agentgym.models.corpus import corpus
@@ -19,7 +20,9 @@ IMAGE_TOKEN = "<image>"
 """What the chat template writes for an image part: one token, which the model's processor expands."""
 VISION_TOKENS = ("<fake_token_around_image>", IMAGE_TOKEN, "<end_of_utterance>", "<global-img>")
 """Idefics3's special tokens that frame an image; added to the trained vocabulary."""
-VISION_TOWER = {"hidden_size": 64, "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 2}
+VISION_TOWER: dict[str, Any] = {
+    "hidden_size": 64, "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 2
+}
 """The vision encoder's shape: two layers of heads 32 wide."""
 SCALE_FACTOR = 2
 """The connector merges ``SCALE_FACTOR``² neighbouring patches into one token."""
@@ -64,7 +67,8 @@ def init_vision_model(
         **special_ids,
     )
     vision = transformers.Idefics3VisionConfig(image_size=image_size, patch_size=patch_size, **VISION_TOWER)
-    config = transformers.Idefics3Config(
+    # the eos and bos ids are common config fields, which Idefics3Config's typed signature leaves out
+    config = transformers.Idefics3Config(  # type: ignore[misc]
         text_config=text,
         vision_config=vision,
         image_token_id=tokenizer.convert_tokens_to_ids(IMAGE_TOKEN),
