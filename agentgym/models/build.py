@@ -133,7 +133,7 @@ def model_info(path: str | Path) -> ModelInfo:
     parameters = 0
     for weights in sorted(folder.glob("*.safetensors")):
         with safe_open(weights, framework="pt") as f:
-            parameters += sum(math.prod(f.get_slice(key).get_shape()) for key in f)
+            parameters += sum(math.prod(f.get_slice(key).get_shape()) for key in f.keys())  # noqa: SIM118 - safe_open is not iterable
     return ModelInfo(
         path=str(folder),
         arch=(config.architectures or [type(config).__name__])[0],
