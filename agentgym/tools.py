@@ -25,6 +25,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model
 
 from agentgym.errors import ToolError
+from agentgym.seeding import pick
 
 F = TypeVar("F", bound=Callable[..., Any])
 _TOOL_MARK = "__agentgym_tool__"
@@ -137,7 +138,7 @@ def sample_arguments(spec: ToolSpec, rng: np.random.Generator | None = None) -> 
 def _sample_value(schema: dict[str, Any], rng: np.random.Generator | None) -> Any:
     if "enum" in schema:
         options = schema["enum"]
-        return options[int(rng.integers(len(options)))] if rng is not None else options[0]
+        return pick(rng, options) if rng is not None else options[0]
     kind = schema.get("type")
     if kind == "integer":
         return int(rng.integers(-1000, 1000)) if rng is not None else 1
@@ -152,7 +153,7 @@ def _sample_value(schema: dict[str, Any], rng: np.random.Generator | None) -> An
     if "anyOf" in schema:
         return _sample_value(schema["anyOf"][0], rng)
     words = ("alpha", "7", "x + 1", "hello world", "42", "?")
-    return words[int(rng.integers(len(words)))] if rng is not None else "..."
+    return pick(rng, words) if rng is not None else "..."
 
 
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
