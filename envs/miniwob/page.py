@@ -21,10 +21,13 @@ START_SCRIPT = """([seed, mode]) => {
   core.setDataMode(mode);
   core.startEpisodeReal();
   core.cover_div.onclick = null;
+  if (document.getElementById("reward-display")) core.hideDisplay();
 }"""
 """The harness's start. The sync screen MiniWoB shows over a finished task would start the next episode on a
 click; the harness never clicks it, and here an action sent after the page ended the episode (its timer ran
-out while the agent thought) must not either, so the screen stays inert."""
+out while the agent thought) must not either, so the screen stays inert. MiniWoB's scoreboard beside the task
+(last reward, time left, episodes done) is hidden, as the harness leaves it out of the DOM it reads: its clock
+made one seed show two pages, a second apart."""
 OPENING_SCRIPT = "() => [WOB_TASK_READY, core.getUtterance(), core.EPISODE_MAX_TIME]"
 OUTCOME_SCRIPT = ("() => typeof WOB_DONE_GLOBAL === 'undefined' ? null"
                   " : [WOB_DONE_GLOBAL, WOB_REWARD_GLOBAL, WOB_RAW_REWARD_GLOBAL, WOB_REWARD_REASON]")

@@ -106,6 +106,18 @@ def test_the_same_seed_shows_the_same_page_icons_included(actions):
         env.close()
 
 
+@pytest.mark.parametrize("actions", ["elements", "pixels"])
+def test_the_agent_reads_the_task_not_minwobs_scoreboard(actions):
+    env = agentgym.make("miniwob/email-inbox-v0", actions=actions)
+    try:
+        opening = env.reset(seed=2)[0][1].text
+        assert "Primary" in opening  # the task area
+        # the harness leaves its scoreboard out; its clock made one seed show two pages a second apart
+        assert not re.search("Time left|Last reward|Episodes done", opening)
+    finally:
+        env.close()
+
+
 def test_unknown_tasks_and_action_spaces_are_refused():
     with pytest.raises(ValueError, match="unknown MiniWoB task 'click-everything'"):
         agentgym.make("miniwob/click-test-v0", task="click-everything")
