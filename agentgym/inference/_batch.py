@@ -108,6 +108,17 @@ class KVBatch:
         self.next_pos = self.next_pos.index_select(0, index)
         return self
 
+    def fork(self, rows: list[int]) -> KVBatch:
+        """Append a copy of each of ``rows`` (its KV, mask and next position) after the batch's rows: a forked
+        sequence goes on from its parent's cache with nothing recomputed."""
+        index = torch.tensor(rows, dtype=torch.long, device=self.mask.device)
+        for layer, keys, values in self._layers():
+            layer.keys = torch.cat([keys, keys.index_select(0, index)])
+            layer.values = torch.cat([values, values.index_select(0, index)])
+        self.mask = torch.cat([self.mask, self.mask.index_select(0, index)])
+        self.next_pos = torch.cat([self.next_pos, self.next_pos.index_select(0, index)])
+        return self
+
     def merge(self, other: KVBatch) -> KVBatch:
         """Append the rows of ``other`` after this batch's rows, left-padding the shorter of the two."""
         width = max(self.mask.shape[1], other.mask.shape[1])

@@ -6,11 +6,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from agentgym.inference.types import FinishReason, GenerationRequest, GenerationResult
+
+if TYPE_CHECKING:
+    from agentgym.inference._tree_run import TreeRun
 
 
 @dataclass(eq=False)
@@ -31,6 +34,19 @@ class Sequence:
     stream: asyncio.Queue[tuple[int, float, int] | None] | None = None
     """Where a streamed request's tokens go as they are sampled, as (id, logprob, version), then ``None``
     once the request is settled (``None`` for a request awaited whole)."""
+    tree: TreeRun | None = None
+    """The tree this sequence is a branch of: it settles through the tree, never through its own future."""
+    branch: int = 0
+    """Its branch id in :attr:`tree`."""
+    tree_chosen: list[bool] = field(default_factory=list)
+    """Per token of a branch, whether the tree phase chose it (empty outside a tree)."""
+    pruned: bool = False
+
+    @property
+    def dropped(self) -> bool:
+        """Whether the sequence leaves the batch at the next step unsettled: its caller went away, or its
+        branch was pruned."""
+        return self.cancelled or self.pruned or (self.tree is not None and self.tree.cancelled)
 
     def publish(self) -> None:
         """Hand the last sampled token to the stream, if the request streams (from the worker thread)."""
@@ -49,6 +65,7 @@ class Sequence:
                 versions=self.versions,
                 finish_reason=finish_reason,
                 prompt_tokens=len(self.request.prompt_ids),
+                tree_chosen=self.tree_chosen,
             ),
             None,
         )
@@ -59,6 +76,9 @@ class Sequence:
     def _settle(self, result: GenerationResult | None, error: BaseException | None) -> None:
         if not self.resolved:
             self.resolved = True
+            if self.tree is not None:
+                self.tree.settle_branch(self.branch, result, error)
+                return
             settle_future(self.loop, self.future, result, error)
             # after the future: a stream that reads the end finds the future settled
             if self.stream is not None:

@@ -27,6 +27,12 @@ Rules:
   iterating its stream); :attr:`TorchEngine.in_flight` counts the requests that have not left.
 * :meth:`TorchEngine.close` resolves every request in flight with ``finish_reason="abort"`` and the
   tokens generated so far; ``generate`` after ``close`` raises :class:`RuntimeError`.
+* Tree rollouts (:meth:`TorchEngine.generate_tree`, LATR): a tree's branches are rows of the batch. While the
+  tree phase lasts, each step's untempered top-k goes to the tree's :class:`~agentgym.inference.tree.TreeSearch`,
+  which picks every branch's token; a fork copies the parent's KV row (nothing is recomputed) and a pruned
+  branch leaves the batch. Then the branches sample on like any request. Forks may take the batch past
+  ``max_batch_size`` by a tree's width. A weight update or a sleep ends the tree phase of the trees in flight
+  (their branches are prefilled again one by one, so they no longer step together).
 """
 
 from __future__ import annotations
@@ -47,13 +53,16 @@ from agentgym.inference._batch import KVBatch
 from agentgym.inference._batch_requests import Sequence, WeightUpdate, settle_future
 from agentgym.inference._prefix_cache import CachedPrefix, PrefixCache
 from agentgym.inference._torch_loading import eos_token_ids, load_model, load_state, move, read_checkpoint
+from agentgym.inference._tree_run import TreeRun
 from agentgym.inference.sampling import sample_token, sampling_logprobs
+from agentgym.inference.tree import LatrParams, TreeSearch
 from agentgym.inference.types import (
     EngineStats,
     FinishReason,
     GenerationChunk,
     GenerationRequest,
     GenerationResult,
+    TreeResult,
 )
 
 _PREFILL_TOKENS = 32768
@@ -137,6 +146,17 @@ class TorchEngine:
             seq.cancelled = True
             raise
 
+    async def generate_tree(self, request: GenerationRequest, params: LatrParams, width: int) -> TreeResult:
+        """Grow a LATR tree of at most ``width`` branches from ``request``'s prompt, then sample each branch on
+        with ``request.sampling`` (see the module doc); cancelling the caller drops every branch."""
+        seq = self._submit(request, stream=False, tree=(params, width))
+        assert seq.tree is not None
+        try:
+            return await seq.tree.future
+        except asyncio.CancelledError:
+            seq.tree.cancelled = True
+            raise
+
     async def stream(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
         """Generate one response to ``request``, yielding the tokens sampled since the previous chunk as they
         come (the last chunk carries the finish reason); leaving the iteration early drops the request at
@@ -168,8 +188,10 @@ class TorchEngine:
             if not seq.future.done():
                 seq.cancelled = True
 
-    def _submit(self, request: GenerationRequest, *, stream: bool) -> Sequence:
-        """Check ``request`` and queue it for the worker."""
+    def _submit(
+        self, request: GenerationRequest, *, stream: bool, tree: tuple[LatrParams, int] | None = None
+    ) -> Sequence:
+        """Check ``request`` and queue it for the worker (as the root of a tree of ``(params, width)``)."""
         prompt = request.prompt_ids
         if len(prompt) >= self.max_model_len:
             raise ValueError(
@@ -181,6 +203,10 @@ class TorchEngine:
         sampling = request.sampling
         seed = sampling.seed if sampling.seed is not None else self._rng.getrandbits(63)
         loop = asyncio.get_running_loop()
+        run = None
+        if tree is not None:
+            search = TreeSearch(tree[0], tree[1], self.eos_token_ids, sampling.max_tokens)
+            run = TreeRun(search=search, seed=seed, future=loop.create_future(), loop=loop)
         seq = Sequence(
             request=request,
             generator=torch.Generator(device=self.device).manual_seed(seed),
@@ -189,6 +215,7 @@ class TorchEngine:
             stop_window=4 * max(map(len, sampling.stop)) + 1 if sampling.stop else 0,
             # Bounded: the worker posts at most max_tokens tokens, then the end.
             stream=asyncio.Queue(maxsize=sampling.max_tokens + 1) if stream else None,
+            tree=run,
         )
         with self._cond:
             if self._closing:
@@ -323,13 +350,17 @@ class TorchEngine:
         self._asleep = asleep
 
     def _requeue_active(self) -> None:
-        """Drop the running batch and its KV cache; its requests wait first in line and continue from their tokens."""
+        """Drop the running batch and its KV cache; its requests wait first in line and continue from their tokens
+        (a tree's branches by sampling: they are prefilled apart, so the tree phase ends)."""
+        for seq in [*self._active, *self._waiting]:
+            if seq.tree is not None:
+                seq.tree.search.end()
         self._waiting.extendleft(reversed(self._active))
         self._active, self._batch = [], None
 
     def _drop_cancelled(self) -> None:
-        self._waiting = deque(seq for seq in self._waiting if not seq.cancelled)
-        keep = [row for row, seq in enumerate(self._active) if not seq.cancelled]
+        self._waiting = deque(seq for seq in self._waiting if not seq.dropped)
+        keep = [row for row, seq in enumerate(self._active) if not seq.dropped]
         if len(keep) < len(self._active):
             self._keep_rows(keep)
 
@@ -357,8 +388,7 @@ class TorchEngine:
             batch, logits = KVBatch.prefill(
                 self.model, [seq.context() for seq in cohort], self.device, cached
             )
-            finished = self._sample(cohort, logits)
-            self._remember(batch, cohort, finished)
+            finished = self._step(batch, cohort, logits)
         except Exception as error:  # noqa: BLE001 - the prefill's requests fail with it; the worker goes on
             for seq in cohort:
                 seq.fail(error)
@@ -376,8 +406,7 @@ class TorchEngine:
         try:
             tokens = torch.tensor([seq.token_ids[-1] for seq in self._active], device=self.device)
             logits = self._batch.decode(self.model, tokens)
-            finished = self._sample(self._active, logits)
-            self._remember(self._batch, self._active, finished)
+            finished = self._step(self._batch, self._active, logits)
         except Exception as error:  # noqa: BLE001 - the batch's requests fail with it; the worker goes on
             for seq in self._active:
                 seq.fail(error)
@@ -385,6 +414,17 @@ class TorchEngine:
             return
         if any(finished):
             self._keep_rows([row for row, done in enumerate(finished) if not done])
+
+    def _step(self, batch: KVBatch, seqs: list[Sequence], logits: torch.Tensor) -> list[bool]:
+        """Sample (or let trees choose) one token per row, remember finished rows' KV and add the rows that
+        forks made to ``batch`` and ``seqs``; which rows finished, the new ones included."""
+        finished, forks = self._sample(seqs, logits)
+        self._remember(batch, seqs, finished)
+        if forks:
+            batch.fork([row for row, _ in forks])
+            seqs.extend(child for _, child in forks)
+            finished += [False] * len(forks)
+        return finished
 
     def _remember(self, batch: KVBatch, seqs: list[Sequence], finished: list[bool]) -> None:
         """Put the KV of each finished row's tokens (all but the last sampled one) in the prefix cache."""
@@ -397,37 +437,118 @@ class TorchEngine:
         self._active = [self._active[row] for row in rows]
         self._batch = self._batch.select(rows) if self._batch is not None else None
 
-    def _sample(self, seqs: list[Sequence], logits: torch.Tensor) -> list[bool]:
-        """Sample one token per row, append it to its sequence and resolve the ones that finish."""
+    def _sample(
+        self, seqs: list[Sequence], logits: torch.Tensor
+    ) -> tuple[list[bool], list[tuple[int, Sequence]]]:
+        """Give each row its next token (sampled, or chosen by its tree), append it and resolve the rows that
+        finish; which rows finished, and the forks made as (parent row, live child)."""
         groups: dict[tuple[float, float], list[int]] = {}
         for row, seq in enumerate(seqs):
             groups.setdefault((seq.request.sampling.temperature, seq.request.sampling.top_p), []).append(row)
+        branching = [row for row, seq in enumerate(seqs) if seq.tree is not None and seq.tree.branching]
+        tree_rows = set(branching)
         tokens = [0] * len(seqs)
-        chosen = [0.0] * len(seqs)
+        row_logprobs: list[torch.Tensor] = [logits[0]] * len(seqs)
+        distributions = []
         for (temperature, top_p), rows in groups.items():
-            index = torch.tensor(rows, device=logits.device)
-            logprobs = sampling_logprobs(logits.index_select(0, index), temperature, top_p)
-            picked = [
-                sample_token(logprobs[i], temperature, seqs[row].generator) for i, row in enumerate(rows)
-            ]
-            values = logprobs[
-                torch.arange(len(rows), device=logits.device), torch.tensor(picked, device=logits.device)
-            ]
-            for row, token, value in zip(rows, picked, values.tolist(), strict=True):
-                tokens[row], chosen[row] = token, value
+            logprobs = sampling_logprobs(logits.index_select(0, torch.tensor(rows, device=logits.device)),
+                                         temperature, top_p)
+            distributions.append((rows, logprobs))
+            for i, row in enumerate(rows):
+                row_logprobs[row] = logprobs[i]
+                if row not in tree_rows:
+                    tokens[row] = sample_token(logprobs[i], temperature, seqs[row].generator)
+        forks = self._grow_trees(seqs, logits, branching, row_logprobs, tokens) if branching else []
+        chosen = [0.0] * len(seqs)
+        for rows, logprobs in distributions:
+            picked = torch.tensor([tokens[row] for row in rows], device=logits.device)
+            values = logprobs[torch.arange(len(rows), device=logits.device), picked]
+            for row, value in zip(rows, values.tolist(), strict=True):
+                chosen[row] = value
         with self._cond:
             self._stats.generated_tokens += len(seqs)
         finished = []
-        for seq, token, value in zip(seqs, tokens, chosen, strict=True):
+        for row, (seq, token, value) in enumerate(zip(seqs, tokens, chosen, strict=True)):
             seq.token_ids.append(token)
             seq.logprobs.append(value)
             seq.versions.append(self._version)
+            if seq.tree is not None:
+                seq.tree_chosen.append(row in tree_rows)
+                seq.tree.decoded_tokens += 1
             seq.publish()
-            reason = self._finish_reason(seq)
-            if reason is not None:
-                seq.resolve(reason)
-            finished.append(reason is not None)
-        return finished
+            finished.append(not seq.pruned and self._settle_if_done(seq))
+        live = [(row, child) for row, child in forks if not self._settle_if_done(child)]
+        return finished, live
+
+    def _grow_trees(
+        self, seqs: list[Sequence], logits: torch.Tensor, rows: list[int], row_logprobs: list[torch.Tensor],
+        tokens: list[int],
+    ) -> list[tuple[int, Sequence]]:
+        """One step of the tree phase for the trees of ``rows``: each tree's search picks its branches' tokens
+        (into ``tokens``), forks and prunes from the untempered top-k; the forks as (parent row, child)."""
+        trees: dict[TreeRun, list[int]] = {}
+        for row in rows:
+            run = seqs[row].tree
+            assert run is not None
+            trees.setdefault(run, []).append(row)
+        k = max(run.search.params.top_k for run in trees)
+        index = torch.tensor(rows, device=logits.device)
+        top_probs, top_ids = torch.softmax(logits.index_select(0, index).float(), dim=-1).topk(k, dim=-1)
+        tops = dict(zip(rows, zip(top_ids.tolist(), top_probs.tolist(), strict=True), strict=True))
+        forks: list[tuple[int, Sequence]] = []
+        for run, tree_rows in trees.items():
+            by_branch = {seqs[row].branch: row for row in tree_rows}
+            width = run.search.params.top_k
+            decision = run.search.advance(
+                {branch: (tops[row][0][:width], tops[row][1][:width]) for branch, row in by_branch.items()},
+                allowed={branch: {t for t in tops[row][0][:width] if row_logprobs[row][t] > float("-inf")}
+                         for branch, row in by_branch.items()},
+            )
+            run.tree_tokens += len(tree_rows)
+            for row in tree_rows:
+                tokens[row] = tops[row][0][0]
+            children = {}
+            for child, parent, token in decision.forks:
+                row = by_branch[parent]
+                children[child] = self._fork(seqs[row], child, token, float(row_logprobs[row][token]))
+                forks.append((row, children[child]))
+            for branch in decision.pruned:
+                if branch in by_branch:
+                    seqs[by_branch[branch]].pruned = True
+                else:
+                    children[branch].pruned = True
+            run.check_done()
+        return [(row, child) for row, child in forks if not child.pruned]
+
+    def _fork(self, parent: Sequence, branch: int, token: int, logprob: float) -> Sequence:
+        """A new branch of ``parent``'s tree: its tokens so far (this step's not yet appended), then ``token``."""
+        run = parent.tree
+        assert run is not None
+        run.tree_tokens += 1
+        run.decoded_tokens += 1
+        return Sequence(
+            request=parent.request,
+            generator=torch.Generator(device=self.device).manual_seed(run.child_seed(branch)),
+            future=parent.future,  # never settled: a branch settles through its tree
+            loop=parent.loop,
+            stop_window=parent.stop_window,
+            token_ids=[*parent.token_ids, token],
+            logprobs=[*parent.logprobs, logprob],
+            versions=[*parent.versions, self._version],
+            tree=run,
+            branch=branch,
+            tree_chosen=[*parent.tree_chosen, True],
+        )
+
+    def _settle_if_done(self, seq: Sequence) -> bool:
+        """Resolve ``seq`` if its last token ends it (telling its tree, while the tree phase lasts); whether it did."""
+        reason = self._finish_reason(seq)
+        if reason is None:
+            return False
+        if seq.tree is not None and seq.tree.branching and seq.branch in seq.tree.search.branches:
+            seq.tree.search.finish(seq.branch)
+        seq.resolve(reason)
+        return True
 
     def _finish_reason(self, seq: Sequence) -> FinishReason | None:
         sampling = seq.request.sampling

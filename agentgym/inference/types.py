@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agentgym.inference.tree import LatrParams
 from agentgym.messages import ImagePart, ToolCall
 
 FinishReason = Literal["stop", "length", "abort"]
@@ -74,12 +75,47 @@ class GenerationResult(BaseModel):
     """``stop``: end-of-turn token or a stop string; ``length``: ``max_tokens`` reached; ``abort``: the
     engine was shut down or the request cancelled."""
     prompt_tokens: int
+    tree_chosen: list[bool] = Field(default_factory=list)
+    """Which tokens a tree phase chose instead of sampling (a branch's top token, or the candidate it forked
+    on), one entry per token; empty when every token was sampled. Their ``logprobs`` are still those of the
+    sampling distribution, so an off-policy correction sees both what was chosen and how likely it was."""
 
     @model_validator(mode="after")
     def _aligned(self) -> GenerationResult:
         if not len(self.token_ids) == len(self.logprobs) == len(self.versions):
             raise ValueError("token_ids, logprobs and versions must have the same length")
+        if self.tree_chosen and len(self.tree_chosen) != len(self.token_ids):
+            raise ValueError("tree_chosen must be empty or have one entry per token")
         return self
+
+
+class TreeBranch(BaseModel):
+    """One branch of a tree rollout: its whole response (the prefix it shares with its parent included) and
+    where it came from."""
+
+    result: GenerationResult
+    branch: int
+    """Its id in the tree: 0 for the root, then in the order the forks were made."""
+    parent: int | None
+    fork_at: int
+    """The response position of its first own token (0 for the root)."""
+
+
+class TreeResult(BaseModel):
+    """What a tree rollout of one prompt produced (:meth:`TreeEngine.generate_tree`)."""
+
+    branches: list[TreeBranch]
+    """The surviving branches, by id; at most the tree's width."""
+    made: int
+    """Forks made (pruned ones included)."""
+    pruned: int
+    """Branches pruned as look-alikes of their parent."""
+    suppressed: int
+    """Candidates that passed the branch rule but found the tree full."""
+    tree_tokens: int
+    """Tokens decoded during the tree phase, over every branch (pruned ones included)."""
+    decoded_tokens: int
+    """Tokens decoded for this prompt in all, over every branch (pruned ones included)."""
 
 
 class GenerationChunk(BaseModel):
@@ -171,6 +207,17 @@ class StreamingEngine(InferenceEngine, Protocol):
         """Generate one response to ``request``, yielding its tokens in chunks as they are sampled; the last
         chunk carries the finish reason. Leaving the iteration early (``break``, ``aclose()``, or cancelling
         the task iterating) drops the request like cancelling ``generate``; a failure raises from it."""
+        ...
+
+
+@runtime_checkable
+class TreeEngine(InferenceEngine, Protocol):
+    """An engine that can grow LATR trees (:mod:`agentgym.inference.tree`): the torch engine forks a row of its
+    batch by copying its KV; the vLLM engine sends a fork as a new request on the shared prefix."""
+
+    async def generate_tree(self, request: GenerationRequest, params: LatrParams, width: int) -> TreeResult:
+        """Grow a tree of at most ``width`` branches from ``request``'s prompt (greedy, branching and pruning by
+        ``params``), then sample each branch on with ``request.sampling``."""
         ...
 
 
