@@ -356,6 +356,7 @@ class _Run:
         metrics = _batch_metrics(played, self.learner.version)
         metrics.update(by_environment("rollout", played, self.config.sources))
         metrics["rollout/mixed_group_fraction"] = sum(mixed) / len(groups)
+        metrics["rollout/distinct_action_sequences"] = sum(map(_distinct_actions, groups)) / len(groups)
         if algorithm.dynamic_sampling:
             metrics["dynamic/dropped_groups"] = len(draw.dropped)
             metrics["dynamic/drawn_groups"] = draw.closed
@@ -467,6 +468,11 @@ async def _closed(stream: TrajectoryStream, order: Iterator[int], *, in_order: b
 def _has_signal(group: list[Trajectory]) -> bool:
     """Whether a group's rewards differ (else its advantages are all 0)."""
     return len({t.reward for t in group}) > 1
+
+
+def _distinct_actions(group: list[Trajectory]) -> int:
+    """How many different action sequences a group's episodes took (at most its size; 1: they all walked alike)."""
+    return len({tuple(turn.action for turn in t.turns) for t in group})
 
 
 def _batch_metrics(trajectories: list[Trajectory], version: int) -> dict[str, float]:

@@ -41,6 +41,7 @@ def test_a_mixture_run_reports_each_environment_and_level(tiny_model_dir, tmp_pa
     assert len(records) == 4
     for record in records:
         assert record["rollout/mixed_group_fraction"] == 1.0  # every trained group carried signal
+        assert record["rollout/distinct_action_sequences"] >= 2  # so no group walked one path
         assert record["dynamic/drawn_groups"] >= 4
         assert {f"curriculum/{LEVELS_ID}/share_{level}" for level in LEVELS} <= set(record)
     assert sum(r["dynamic/dropped_groups"] for r in records) > 0  # easy and hard groups of Levels were dropped
