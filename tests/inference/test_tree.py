@@ -280,3 +280,16 @@ def test_a_weight_update_ends_the_tree_phase_and_every_branch_still_finishes(eng
     for branch in result.branches:
         chosen_under = {v for v, chosen in zip(branch.result.versions, branch.result.tree_chosen, strict=True) if chosen}
         assert version not in chosen_under  # after the update every token was sampled
+
+
+def test_closing_the_engine_mid_tree_settles_the_tree_with_its_branches_aborted(tiny_model_dir):
+    async def close_mid_tree():
+        engine = TorchEngine(tiny_model_dir, seed=0)
+        task = asyncio.create_task(engine.generate_tree(tree_request(max_tokens=400), BRANCHY, 4))
+        await asyncio.sleep(0.1)
+        await engine.close()
+        return await asyncio.wait_for(task, 10)
+
+    result = asyncio.run(close_mid_tree())
+    reasons = [b.result.finish_reason for b in result.branches]
+    assert "abort" in reasons and set(reasons) <= {"abort", "stop"}  # a branch that had ended keeps its end
