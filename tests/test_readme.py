@@ -69,6 +69,7 @@ EXAMPLES = {
     "registration": ("docs/writing-envs.md", "agentgym.register("),
     "usage": ("docs/environments.md", 'agentgym.make("games/FrozenLake-v0"'),
     "rollout": ("docs/inference.md", "RolloutScheduler("),
+    "tree": ("docs/inference.md", "generate_tree("),
     "web": ("docs/web-and-gui.md", 'agentgym.make("web/Shop-v0"'),
 }
 """The python blocks the tests run: name -> (page, a string only that block of the page holds)."""
@@ -136,6 +137,17 @@ def test_rollout_example_runs(tiny_model_dir, tmp_path, monkeypatch, capsys):
     exec(compile(block.code, str(block), "exec"), {"__name__": "readme_rollout"})
     printed = capsys.readouterr().out
     assert "'rollout/finished': 16" in printed and "'rollout/errored': 0" in printed
+
+
+def test_tree_example_runs(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    block = example("tree")
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "tiny").symlink_to(tiny_model_dir)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block.code, str(block), "exec"), {"__name__": "readme_tree"})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("0 from None at 0") and len(printed) >= 3  # the root, a fork, the counts
+    assert printed[-1].startswith("made ")
 
 
 @pytest.mark.browser
