@@ -3,13 +3,16 @@
 from agentgym.checker import CheckReport, check_env
 from agentgym.core import Env
 from agentgym.episode import Timeouts, run_episode
+from agentgym.episode_fork import afork_episode, fork_episode
 from agentgym.errors import (
     AgentGymError,
     ConfigError,
     ContextLimit,
     EnvCheckError,
     EpisodeTimeout,
+    ForkError,
     RegistrationError,
+    ReplayDiverged,
     ResetNeeded,
     ToolError,
     UnknownEnvError,
@@ -36,6 +39,7 @@ __all__ = [
     "EpisodeTimeout",
     "EvalResult",
     "EvalSummary",
+    "ForkError",
     "HermesParser",
     "ImagePart",
     "Message",
@@ -46,6 +50,7 @@ __all__ = [
     "PythonicParser",
     "RandomPolicy",
     "RegistrationError",
+    "ReplayDiverged",
     "ResetNeeded",
     "Task",
     "TaskSet",
@@ -59,9 +64,11 @@ __all__ = [
     "Trajectory",
     "Turn",
     "UnknownEnvError",
+    "afork_episode",
     "check_env",
     "evaluate",
     "families",
+    "fork_episode",
     "get_parser",
     "get_policy",
     "list_envs",

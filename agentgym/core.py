@@ -15,6 +15,7 @@ class refuses any other.
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
 import io
 from collections.abc import Callable, Coroutine
@@ -37,6 +38,7 @@ T = TypeVar("T")
 _is_async = cache(inspect.iscoroutinefunction)
 """Whether a function is a coroutine function, remembered per function (asked on every tool call)."""
 Execution = Literal["inline", "thread", "pinned"]
+Forkable = Literal["native", "replay", "no"]
 StepResult = tuple[list[Message], float, bool, bool, dict[str, Any]]
 
 
@@ -77,6 +79,15 @@ class Env(gymnasium.Env[list[Message], str]):
     """The reset options :meth:`setup` reads besides ``difficulty`` (which the base class reads); :meth:`reset`
     refuses any other by name. ``None``: every option goes to :meth:`setup` unchecked (an adapter passing
     them on to the environment it wraps)."""
+    forkable: ClassVar[Forkable] = "replay"
+    """How an episode is forked mid-way, a child starting in the parent's state after some turn (tree rollouts,
+    :func:`agentgym.fork_episode`): ``native``: :meth:`fork` copies the live environment; ``replay``: a fresh one
+    replays the parent's seed and actions, each observation checked against the parent's, which is sound because
+    the same seed and actions give the same observations (the contract :func:`agentgym.check_env` checks; what
+    the agent never saw, such as a file's time in a sandbox, may still differ, as on any re-run); ``no``: neither
+    gives the parent's state, and :attr:`unforkable_reason` says why."""
+    unforkable_reason: ClassVar[str] = ""
+    """Why an environment declaring ``forkable = "no"`` cannot be forked; the refusal quotes it."""
 
     def __init__(
         self,
@@ -208,6 +219,15 @@ class Env(gymnasium.Env[list[Message], str]):
             "success": self._success,
         }
         return list(messages), reward, terminated, truncated, info
+
+    def fork(self) -> Env:
+        """A new environment in this one's exact state (episode, turn, random generator) that steps on its own;
+        by default a deep copy of everything but the event loop and threads (the copy makes its own), for a
+        ``forkable = "native"`` environment whose state is plain Python."""
+        if self.forkable != "native":
+            raise NotImplementedError(f"{type(self).__name__} declares forkable={self.forkable!r}, not 'native'")
+        not_copied: dict[int, Any] = {id(self._runner): None, id(self._pinned): None}  # deepcopy's memo: these become None
+        return copy.deepcopy(self, not_copied)
 
     def format_call(self, name: str, **arguments: Any) -> str:
         """The text of one tool call in this environment's format (what an oracle sends)."""

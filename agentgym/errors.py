@@ -49,3 +49,20 @@ class EpisodeTimeout(AgentGymError, TimeoutError):
 
 class ContextLimit(AgentGymError):
     """The conversation no longer fits the model's context; the episode ends as ``truncated``."""
+
+
+class ForkError(AgentGymError):
+    """An episode cannot be forked: its environment declares ``forkable = "no"`` (the message says why), or the
+    parent cannot be rebuilt or replayed as given."""
+
+
+class ReplayDiverged(ForkError):
+    """Replaying a parent episode's seed and actions gave an observation the parent did not see: the environment
+    is not deterministic there (a clock, a live site, a shared random generator), so no child can start in the
+    parent's state. ``env_id`` is the environment, ``turn`` the turn that differed (0: the reset)."""
+
+    def __init__(self, env_id: str, turn: int, diff: str) -> None:
+        where = "the reset" if turn == 0 else f"turn {turn}"
+        super().__init__(f"replaying {env_id} diverged from the parent episode at {where}:\n{diff}")
+        self.env_id = env_id
+        self.turn = turn

@@ -31,6 +31,10 @@ class SandboxEnv(Env):
 
     sandbox_spec: ClassVar[SandboxSpec] = SandboxSpec()
     """The image and limits this environment's sandboxes have."""
+    forkable = "replay"
+    """A sandbox cannot be copied cheaply, so a child gets a fresh one and replays the parent's commands: the task's
+    files are laid down with a fixed time, so the same seed and commands give the same outputs, unless a command
+    shows what no seed sets (the clock, the host name, random bytes), which the replay reports as divergence."""
 
     def __init__(self, *, backend: str = "auto", pool_size: int = 2, time_limit: float = COMMAND_TIME_LIMIT,
                  **kwargs: Any) -> None:

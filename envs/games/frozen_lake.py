@@ -36,6 +36,8 @@ class FrozenLakeEnv(Env):
     difficulties = ("easy", "medium", "hard")
     execution = "inline"
     max_tool_calls = 1
+    forkable = "native"
+    """Forked by a deep copy: the episode is plain Python state and ``self.np_random``."""
 
     def __init__(self, *, slippery: bool = False, hole_fraction: float = 0.2, describe: bool = False,
                  **kwargs: Any) -> None:

@@ -39,6 +39,8 @@ class SokobanEnv(Env):
     difficulties = ("easy", "medium", "hard")
     execution = "inline"
     max_tool_calls = 1
+    forkable = "native"
+    """Forked by a deep copy: the episode is plain Python state and ``self.np_random``."""
 
     def __init__(self, *, describe: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -82,6 +82,9 @@ class GuiEnv(Env):
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 1}
     execution = "inline"
     default_max_turns = 15
+    forkable = "replay"
+    """A child starts its own screen and replays the parent's actions, its screenshots compared byte for byte: the
+    widget pages run no timer or animation, and the desktop shows none (see its environment's notes)."""
 
     def __init__(self, *, accessibility: bool = True, **kwargs: Any) -> None:
         """``accessibility``: observations also list the screen's elements with their centres (for text-only

@@ -85,6 +85,9 @@ class GymnasiumEnv(Env):
 
     execution = "inline"
     max_tool_calls = 1
+    forkable = "replay"
+    """The wrapped environment is reset with a seed drawn from ``self.np_random``; any Gymnasium id can be wrapped,
+    and not every one deep-copies, so a child replays."""
     reset_options = None
     """Reset options besides ``difficulty`` go to the wrapped environment's ``reset``, which judges them."""
 

@@ -31,6 +31,12 @@ class MiniwobEnv(Env):
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 1}
     execution = "inline"
     default_max_turns = 20
+    forkable = "no"
+    unforkable_reason = (
+        "MiniWoB's pages keep time: the episode's clock (its time limit, and the reward that some tasks scale by the "
+        "time taken) runs in wall time inside the page, hidden from the observation, and some tasks move things on "
+        "timers, so a replayed child would start with the time its replay took, not the parent's, with nothing to "
+        "show that it differs")
 
     def __new__(cls, *args: Any, actions: Actions = "elements", **kwargs: Any) -> Self:
         tier = cls

@@ -65,6 +65,10 @@ class TextArenaEnv(Env):
 
     max_tool_calls = 1
     default_max_turns = 100
+    forkable = "replay"
+    """The game is reset from a seed drawn from ``self.np_random``; TextArena's games also draw from Python's global
+    ``random``, which the reset seeds, so a replay diverges (and says so) only where other games in the process
+    draw from it between the replay's steps."""
 
     def __init__(self, game: str, **kwargs: Any) -> None:
         """``game`` is a TextArena id (``TicTacToe-v0``); it is played without TextArena's LLM wrappers."""

@@ -34,6 +34,8 @@ class CalculatorEnv(Env):
     difficulties = ("easy", "medium", "hard")
     execution = "inline"
     default_max_turns = 8
+    forkable = "native"
+    """Forked by a deep copy: the episode is plain Python state and ``self.np_random``."""
 
     def __init__(self, *, require_calculator: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)

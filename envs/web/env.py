@@ -67,6 +67,9 @@ class WebEnv(BrowserHolder, Env):
     execution = "inline"
     default_max_turns = 30
     start_path: ClassVar[str] = "/"
+    forkable = "replay"
+    """A child opens its own site session and page and replays the parent's actions: the bundled sites draw their
+    state from the seed (no clock, no live data) and the accessibility tree of one page is the same each time."""
 
     def __init__(self, *, screenshot: bool = False, **kwargs: Any) -> None:
         """``screenshot``: each observation also carries a PNG of the page (for vision-language agents)."""
