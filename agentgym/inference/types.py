@@ -129,6 +129,8 @@ class GenerationChunk(BaseModel):
     finish_reason: FinishReason | None = None
     """Set on the last chunk only, as :attr:`GenerationResult.finish_reason`."""
     prompt_tokens: int
+    tree_chosen: list[bool] = Field(default_factory=list)
+    """As :attr:`GenerationResult.tree_chosen`, for this chunk's tokens (empty when every one was sampled)."""
 
     @classmethod
     def of(cls, result: GenerationResult) -> GenerationChunk:
