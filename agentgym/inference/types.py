@@ -78,7 +78,9 @@ class GenerationResult(BaseModel):
     tree_chosen: list[bool] = Field(default_factory=list)
     """Which tokens a tree phase chose instead of sampling (a branch's top token, or the candidate it forked
     on), one entry per token; empty when every token was sampled. Their ``logprobs`` are still those of the
-    sampling distribution, so an off-policy correction sees both what was chosen and how likely it was."""
+    sampling distribution on the torch engine, so an off-policy correction sees both what was chosen and how likely
+    it was; the vLLM engine records those of the untempered distribution (``softmax(logits)``), which are the same
+    at temperature 1 without a nucleus."""
 
     @model_validator(mode="after")
     def _aligned(self) -> GenerationResult:
@@ -116,6 +118,12 @@ class TreeResult(BaseModel):
     """Tokens decoded during the tree phase, over every branch (pruned ones included)."""
     decoded_tokens: int
     """Tokens decoded for this prompt in all, over every branch (pruned ones included)."""
+    fork_prompt_tokens: int = 0
+    """Prompt tokens of each forked branch's first greedy request, where an engine sends a fork as a new request on
+    the prefix it shares with its parent (vLLM); 0 where a fork copies its parent's KV (torch)."""
+    fork_cached_tokens: int = 0
+    """... of which the engine's prefix cache served: the forks' hit rate is ``fork_cached_tokens /
+    fork_prompt_tokens``."""
 
 
 class GenerationChunk(BaseModel):

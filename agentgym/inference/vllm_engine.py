@@ -14,6 +14,11 @@ resumes. Each interrupted request then continues from its prompt plus what it ha
 token carries the version that sampled it, as with the torch engine. A checkpoint folder is read here and
 sent the same way. vLLM is imported only when an engine is built: ``agentgym``
 imports without it.
+
+A LATR tree (:meth:`VLLMEngine.generate_tree`) is driven from here by :mod:`agentgym.inference._tree_driver`:
+greedy requests read each branch ahead with its top-k logprobs, and a fork is a new request on the prefix it shares
+with its parent, served by vLLM's prefix cache. A greedy request's processed logprobs are the untempered ones
+(vLLM applies no temperature or nucleus to a greedy row), which the branch rule needs and the tree tokens record.
 """
 
 from __future__ import annotations
@@ -25,12 +30,21 @@ import json
 import os
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agentgym.inference._clock import RequestClock
 from agentgym.inference._torch_loading import read_checkpoint
-from agentgym.inference.types import EngineStats, FinishReason, GenerationRequest, GenerationResult
+from agentgym.inference._tree_driver import GreedyChunk, grow_tree
+from agentgym.inference.tree import LatrParams
+from agentgym.inference.types import (
+    EngineStats,
+    FinishReason,
+    GenerationRequest,
+    GenerationResult,
+    TreeResult,
+)
 from agentgym.messages import ImagePart
 
 _SET_HERE = ("model", "seed", "logprobs_mode", "weight_transfer_config")
@@ -41,6 +55,18 @@ _RETRIES = 3
 """How often one request is sent again when vLLM answers that it should be."""
 _CPU_KV_CACHE_BYTES = 1 << 30
 """The KV cache vLLM's CPU build reserves unless told otherwise (its own default sizes it from free memory)."""
+
+
+@dataclass
+class _Progress:
+    """What the segments of one request have generated so far."""
+
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    tops: list[tuple[list[int], list[float]]] = field(default_factory=list)
+    """Per token, the top-k ids and logprobs, largest first (only when asked for)."""
+    cached_tokens: int = 0
 
 
 class VLLMEngine:
@@ -105,6 +131,7 @@ class VLLMEngine:
         except ValidationError as exc:  # vLLM checks its settings before it starts a process
             raise ValueError(f"vLLM refused the engine arguments: {_first_problems(exc)}") from None
         self._tokenizer = AutoTokenizer.from_pretrained(str(folder))
+        self._eos_ids = _end_token_ids(self._tokenizer, self._llm.model_config.try_get_generation_config())
         self.multimodal = bool(self._llm.model_config.is_multimodal_model)
         """Whether the model takes images: a request's images go to it; otherwise they are left out."""
         self._weights: Any = WeightSync(self._llm, transport, transport_options)
@@ -136,11 +163,32 @@ class VLLMEngine:
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         """Generate one response; a weight update mid-way makes it continue under the new weights."""
+        return (await self._run(request, top_k=0))[0]
+
+    async def greedy_chunk(self, request: GenerationRequest, top_k: int) -> GreedyChunk:
+        """Continue ``request`` greedily (its temperature must be 0) with the top ``top_k`` tokens of each position and
+        their logprobs, which for a greedy request are vLLM's untempered ones (softmax of the raw logits)."""
+        if request.sampling.temperature != 0:
+            raise ValueError(f"a greedy chunk needs temperature 0, got {request.sampling.temperature}")
+        result, progress = await self._run(request, top_k=top_k)
+        return GreedyChunk(result=result, tops=progress.tops, cached_tokens=progress.cached_tokens)
+
+    async def generate_tree(self, request: GenerationRequest, params: LatrParams, width: int) -> TreeResult:
+        """Grow a LATR tree of at most ``width`` branches from ``request``'s prompt, then sample each branch on with
+        ``request.sampling``: greedy chunks with their top-k, each fork a new request on the prefix it shares with
+        its parent, which vLLM's prefix cache serves (:mod:`agentgym.inference._tree_driver`, where the tree tokens'
+        logprobs are the untempered ones); cancelling the caller aborts every request of the tree."""
         if self._closed:
             raise RuntimeError("the vllm engine is closed")
-        tokens: list[int] = []
-        logprobs: list[float] = []
-        versions: list[int] = []
+        return await grow_tree(self, request, params, width, eos_ids=self._eos_ids,
+                               vocab_size=self._llm.model_config.get_vocab_size())
+
+    async def _run(self, request: GenerationRequest, *, top_k: int) -> tuple[GenerationResult, _Progress]:
+        """Generate one response (with the top ``top_k`` of each position where ``top_k`` > 0), continuing it under
+        new weights after an update."""
+        if self._closed:
+            raise RuntimeError("the vllm engine is closed")
+        progress = _Progress()
         finish: FinishReason = "abort"
         retries = 0
         with self._clock.busy():
@@ -148,7 +196,7 @@ class VLLMEngine:
                 await self._running.wait()
                 if self._closed:
                     break
-                segment = asyncio.create_task(self._segment(request, tokens, logprobs, versions, self._version))
+                segment = asyncio.create_task(self._segment(request, progress, self._version, top_k))
                 self._segments.add(segment)
                 try:
                     await asyncio.wait({segment})
@@ -165,36 +213,33 @@ class VLLMEngine:
                     if retries > _RETRIES:
                         raise RuntimeError(f"vLLM asked {retries} times to retry request {request.request_id}")
                     continue
-                if len(tokens) >= request.sampling.max_tokens:
+                if len(progress.tokens) >= request.sampling.max_tokens:
                     finish = "length"
                     break
         self._clock.counts.requests += 1
         self._clock.counts.prompt_tokens += len(request.prompt_ids)
-        self._clock.counts.generated_tokens += len(tokens)
+        self._clock.counts.generated_tokens += len(progress.tokens)
         return GenerationResult(
             request_id=request.request_id,
-            token_ids=tokens,
-            logprobs=logprobs,
-            versions=versions,
+            token_ids=progress.tokens,
+            logprobs=progress.logprobs,
+            versions=progress.versions,
             finish_reason=finish,
             prompt_tokens=len(request.prompt_ids),
-        )
+        ), progress
 
     async def _segment(
-        self,
-        request: GenerationRequest,
-        tokens: list[int],
-        logprobs: list[float],
-        versions: list[int],
-        version: int,
+        self, request: GenerationRequest, progress: _Progress, version: int, top_k: int
     ) -> FinishReason | None:
-        """Stream one vLLM request continuing ``prompt + tokens`` under ``version``, appending as it goes; ``None``
-        when vLLM asks for the request again (its ``error`` finish: e.g. an image its cache lost after a refusal)."""
+        """Stream one vLLM request continuing ``prompt + tokens`` under ``version``, appending to ``progress`` as it
+        goes; ``None`` when vLLM asks for the request again (its ``error`` finish: e.g. an image its cache lost after
+        a refusal)."""
         from vllm import SamplingParams, TokensPrompt
         from vllm.renderers.inputs.preprocess import parse_model_prompt
         from vllm.sampling_params import RequestOutputKind
 
         sampling = request.sampling
+        tokens = progress.tokens
         params = SamplingParams(
             temperature=sampling.temperature,
             top_p=sampling.top_p,
@@ -202,7 +247,7 @@ class VLLMEngine:
             stop=list(sampling.stop) or None,
             # a continued request draws a fresh stream rather than replaying the first one's
             seed=None if sampling.seed is None else sampling.seed + len(tokens),
-            logprobs=0,
+            logprobs=top_k,
             output_kind=RequestOutputKind.DELTA,
         )
         prompt = TokensPrompt(prompt_token_ids=request.prompt_ids + tokens)
@@ -214,12 +259,16 @@ class VLLMEngine:
         async for output in self._llm.generate(engine_input, params, request_id):
             if first and output.num_cached_tokens:
                 self._clock.counts.cached_prompt_tokens += output.num_cached_tokens
+                progress.cached_tokens += output.num_cached_tokens
             first = False
             completion = output.outputs[0]
             for token, entry in zip(completion.token_ids, completion.logprobs or [], strict=True):
                 tokens.append(token)
-                logprobs.append(float(entry[token].logprob))
-                versions.append(version)
+                progress.logprobs.append(float(entry[token].logprob))
+                progress.versions.append(version)
+                if top_k:
+                    ranked = sorted(entry, key=lambda candidate: (entry[candidate].rank, candidate != token))[:top_k]
+                    progress.tops.append((ranked, [float(entry[candidate].logprob) for candidate in ranked]))
             if output.finished:
                 reason = completion.finish_reason
                 if reason == "error":
@@ -344,6 +393,14 @@ def _with_defaults(engine_args: dict[str, Any], folder: Path, *, on_cpu: bool) -
         if "gpu_memory_utilization" not in engine_args:
             defaults["kv_cache_memory_bytes"] = _CPU_KV_CACHE_BYTES
     return defaults | engine_args
+
+
+def _end_token_ids(tokenizer: Any, generation_config: Mapping[str, Any]) -> frozenset[int]:
+    """The tokens vLLM ends a response at: the tokenizer's end of sequence and the generation config's."""
+    ids = set() if tokenizer.eos_token_id is None else {tokenizer.eos_token_id}
+    value = generation_config.get("eos_token_id")
+    ids.update([value] if isinstance(value, int) else value or [])
+    return frozenset(ids)
 
 
 def _first_problems(exc: Any) -> str:
