@@ -25,7 +25,7 @@ from collections.abc import Collection, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from agentgym.inference.tree import LatrParams, TreeSearch
+from agentgym.inference.tree import LatrParams, TreeSearch, branch_seed
 from agentgym.inference.types import (
     FinishReason,
     GenerationRequest,
@@ -139,14 +139,6 @@ async def _together(calls: Sequence[Coroutine[Any, Any, T]]) -> list[T]:
     return [task.result() for task in tasks]
 
 
-def _child_seed(seed: int | None, branch: int) -> int | None:
-    """The seed a branch samples on with after the tree phase: the request's for the root, one drawn from it and
-    the branch's id for a fork (as the torch engine seeds its branches)."""
-    if seed is None or branch == 0:
-        return seed
-    return hash((seed, branch)) & (2**63 - 1)
-
-
 async def grow_tree(
     engine: GreedySource,
     request: GenerationRequest,
@@ -247,11 +239,17 @@ async def _sample_on(
     sampling = request.sampling
     eos = search.eos_ids
     going = [index for index, branch in search.branches.items() if not branch.done and readings[index].finish is None]
-    results = await _together([engine.generate(GenerationRequest(
-        prompt_ids=[*request.prompt_ids, *search.branches[index].tokens], images=request.images,
-        session=request.session, sampling=sampling.model_copy(update={
-            "max_tokens": sampling.max_tokens - len(search.branches[index].tokens),
-            "seed": _child_seed(sampling.seed, index)}))) for index in going])
+
+    def rest(index: int) -> GenerationRequest:
+        """The request that samples branch ``index`` on (the root with the request's seed, a fork with its own)."""
+        tokens = search.branches[index].tokens
+        seed = sampling.seed if sampling.seed is None or index == 0 else branch_seed(sampling.seed, index)
+        return GenerationRequest(prompt_ids=[*request.prompt_ids, *tokens], images=request.images,
+                                 session=request.session,
+                                 sampling=sampling.model_copy(update={"max_tokens": sampling.max_tokens - len(tokens),
+                                                                      "seed": seed}))
+
+    results = await _together([engine.generate(rest(index)) for index in going])
     samples = dict(zip(going, results, strict=True))
     branches = []
     for index, branch in sorted(search.branches.items()):

@@ -33,10 +33,6 @@ class TreeRun:
         """Whether the tree phase goes on (its branches are chosen by the search, not sampled)."""
         return not self.search.exited
 
-    def child_seed(self, branch: int) -> int:
-        """The seed of branch ``branch``'s own generator (used once the tree phase ends)."""
-        return hash((self.seed, branch)) & (2**63 - 1)
-
     def settle_branch(self, branch: int, result: GenerationResult | None, error: BaseException | None) -> None:
         """Record how a branch ended; a failed branch fails the whole tree (its other branches leave)."""
         if self.settled:

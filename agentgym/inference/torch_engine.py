@@ -55,7 +55,7 @@ from agentgym.inference._prefix_cache import CachedPrefix, PrefixCache
 from agentgym.inference._torch_loading import eos_token_ids, load_model, load_state, move, read_checkpoint
 from agentgym.inference._tree_run import TreeRun
 from agentgym.inference.sampling import sample_token, sampling_logprobs
-from agentgym.inference.tree import LatrParams, TreeSearch
+from agentgym.inference.tree import LatrParams, TreeSearch, branch_seed
 from agentgym.inference.types import (
     EngineStats,
     FinishReason,
@@ -528,7 +528,7 @@ class TorchEngine:
         run.decoded_tokens += 1
         return Sequence(
             request=parent.request,
-            generator=torch.Generator(device=self.device).manual_seed(run.child_seed(branch)),
+            generator=torch.Generator(device=self.device).manual_seed(branch_seed(run.seed, branch)),
             future=parent.future,  # never settled: a branch settles through its tree
             loop=parent.loop,
             stop_window=parent.stop_window,

@@ -101,6 +101,12 @@ def edit_distance(a: Sequence[int], b: Sequence[int]) -> int:
     return previous[-1]
 
 
+def branch_seed(seed: int, branch: int) -> int:
+    """The seed a forked branch samples with once the tree phase ends, drawn from its root's seed and its id
+    (the root keeps the request's own), so a tree is the same for the same seed on one engine."""
+    return hash((seed, branch)) & (2**63 - 1)
+
+
 @dataclass
 class Branch:
     """One branch of a tree: its parent, the step it was born at and its whole response so far (the prefix it
