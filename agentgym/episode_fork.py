@@ -41,15 +41,11 @@ def fork_episode(
     it observed: the reset's messages, then each step's (one more than ``actions``). A ``native`` parent
     environment still at that turn is copied, anything else replayed (see the module's notes).
     """
-    child = _native_fork(parent, len(actions), len(observations))
-    if child is not None:
+    child, copied = _child(parent, actions, observations)
+    if copied:
         return child
-    child = _fresh(parent)
-    env_id = _env_id(child)
     try:
-        _check(env_id, 0, observations[0], child.reset(seed=seed, options=options)[0])
-        for turn, action in enumerate(actions, 1):
-            _check(env_id, turn, observations[turn], child.step(action)[0])
+        child._run_sync(_replay(child, seed, options, actions, observations))  # on its own loop, as reset and step run
     except BaseException:
         child.close()
         raise
@@ -66,19 +62,30 @@ async def afork_episode(
 ) -> Env:
     """Asynchronous :func:`fork_episode`, replaying with ``areset``/``astep`` on the running loop; the child is
     stepped with ``astep`` there (a browser or sandbox it holds belongs to that loop)."""
-    child = _native_fork(parent, len(actions), len(observations))
-    if child is not None:
+    child, copied = _child(parent, actions, observations)
+    if copied:
         return child
-    child = _fresh(parent)
-    env_id = _env_id(child)
     try:
-        _check(env_id, 0, observations[0], (await child.areset(seed=seed, options=options))[0])
-        for turn, action in enumerate(actions, 1):
-            _check(env_id, turn, observations[turn], (await child.astep(action))[0])
+        await _replay(child, seed, options, actions, observations)
     except BaseException:
         await child.aclose()
         raise
     return child
+
+
+def _child(parent: Parent, actions: Sequence[str], observations: Sequence[list[Message]]) -> tuple[Env, bool]:
+    """The child environment and whether it is already in the parent's state (a native copy) or must replay."""
+    child = _native_fork(parent, len(actions), len(observations))
+    return (child, True) if child is not None else (_fresh(parent), False)
+
+
+async def _replay(child: Env, seed: int | None, options: dict[str, Any] | None, actions: Sequence[str],
+                  observations: Sequence[list[Message]]) -> None:
+    """Reset ``child`` and step it through the parent's actions, each observation checked against the parent's."""
+    env_id = _env_id(child)
+    _check(env_id, 0, observations[0], (await child.areset(seed=seed, options=options))[0])
+    for turn, action in enumerate(actions, 1):
+        _check(env_id, turn, observations[turn], (await child.astep(action))[0])
 
 
 def _native_fork(parent: Parent, turns: int, observed: int) -> Env | None:

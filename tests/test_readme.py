@@ -98,6 +98,15 @@ def run_as_module(block: Block, name: str) -> None:
         del sys.modules[name]
 
 
+def run_on_tiny_model(name: str, tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run the example ``name`` from a folder where ``runs/tiny`` is the tiny model, as the page's reader has it."""
+    block = example(name)
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "tiny").symlink_to(tiny_model_dir)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block.code, str(block), "exec"), {"__name__": f"readme_{name}"})
+
+
 def test_every_python_block_runs_or_says_why_not():
     run = {example(name) for name in EXAMPLES}
     silent = [str(block) for block in PYTHON if block not in run and not block.not_run]
@@ -130,21 +139,13 @@ def test_usage_example_runs():
 
 @pytest.mark.timeout(300)  # builds the tiny model and plays 16 episodes; slow on a busy machine
 def test_rollout_example_runs(tiny_model_dir, tmp_path, monkeypatch, capsys):
-    block = example("rollout")
-    (tmp_path / "runs").mkdir()
-    (tmp_path / "runs" / "tiny").symlink_to(tiny_model_dir)
-    monkeypatch.chdir(tmp_path)
-    exec(compile(block.code, str(block), "exec"), {"__name__": "readme_rollout"})
+    run_on_tiny_model("rollout", tiny_model_dir, tmp_path, monkeypatch)
     printed = capsys.readouterr().out
     assert "'rollout/finished': 16" in printed and "'rollout/errored': 0" in printed
 
 
 def test_tree_example_runs(tiny_model_dir, tmp_path, monkeypatch, capsys):
-    block = example("tree")
-    (tmp_path / "runs").mkdir()
-    (tmp_path / "runs" / "tiny").symlink_to(tiny_model_dir)
-    monkeypatch.chdir(tmp_path)
-    exec(compile(block.code, str(block), "exec"), {"__name__": "readme_tree"})
+    run_on_tiny_model("tree", tiny_model_dir, tmp_path, monkeypatch)
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].startswith("0 from None at 0") and len(printed) >= 3  # the root, a fork, the counts
     assert printed[-1].startswith("made ")
