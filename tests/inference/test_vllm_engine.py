@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import importlib.util
 import io
 import os
 import shutil
@@ -45,14 +44,6 @@ compute in float32 with different kernels (vLLM's oneDNN/packed GEMMs and its ow
 so they agree to float32 rounding, about 1e-6 per logprob here; bfloat16 on either side would differ by ~1e-2.
 The bounds leave two to three orders of magnitude for other CPUs, and are far below what the off-policy
 corrections act on (truncated importance weights move at a mismatch of ~1e-2)."""
-
-
-@pytest.fixture(scope="module")
-def background():
-    if importlib.util.find_spec("vllm") is None:
-        pytest.skip("needs vLLM: bash scripts/setup.sh vllm")
-    with BackgroundLoop("vllm-tests") as loop:
-        yield loop
 
 
 @pytest.fixture(scope="module")

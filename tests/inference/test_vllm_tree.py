@@ -6,7 +6,6 @@ tree phase. One vLLM engine serves the module (about 45 s to start on two cores)
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 
 import pytest
 import torch
@@ -16,7 +15,6 @@ from agentgym.inference.sampling import sampling_logprobs
 from agentgym.inference.torch_engine import TorchEngine
 from agentgym.inference.tree import LatrParams
 from agentgym.inference.types import GenerationRequest, SamplingParams, TreeResult
-from agentgym.rollout.background import BackgroundLoop
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(300)]
 
@@ -27,14 +25,6 @@ PROMPT = [5 + (7 * i) % 200 for i in range(100)]
 BRANCHY = LatrParams(tau_abs=1e-4, tau_rel=1.0, lookahead=(3,), prune_threshold=0.2, forced_exit=12)
 """Settings under which the tiny untrained model (a flat distribution) branches at once."""
 LONG_PHASE = BRANCHY.model_copy(update={"lookahead": (150,), "forced_exit": 150})
-
-
-@pytest.fixture(scope="module")
-def background():
-    if importlib.util.find_spec("vllm") is None:
-        pytest.skip("needs vLLM: bash scripts/setup.sh vllm")
-    with BackgroundLoop("vllm-tree-tests") as loop:
-        yield loop
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ request. One engine serves the module (vLLM takes about a minute to start on two
 from __future__ import annotations
 
 import base64
-import importlib.util
 import io
 import json
 from typing import Any
@@ -34,14 +33,6 @@ def _png(colour: str) -> ImagePart:
     data = io.BytesIO()
     Image.new("RGB", (480, 360), colour).save(data, "PNG")
     return ImagePart(data=base64.b64encode(data.getvalue()).decode())
-
-
-@pytest.fixture(scope="module")
-def background():
-    if importlib.util.find_spec("vllm") is None:
-        pytest.skip("needs vLLM: bash scripts/setup.sh vllm")
-    with BackgroundLoop("vllm-vision-tests") as loop:
-        yield loop
 
 
 @pytest.fixture(scope="module")
