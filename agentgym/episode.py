@@ -159,6 +159,11 @@ class _Episode:
         self.phase = "policy"
         tick = time.perf_counter()
         action = await session.act(observation)
+        return await self.apply(action, time.perf_counter() - tick)
+
+    async def apply(self, action: str, policy_seconds: float) -> bool:
+        """Step the environment with the agent's ``action`` (chosen in ``policy_seconds``) and record the turn;
+        whether the episode is over."""
         tock = time.perf_counter()
         self.phase = "env"
         self.trajectory.messages.append(Message(role="assistant", content=action))
@@ -171,7 +176,7 @@ class _Episode:
                 observation=observation,
                 reward=reward,
                 action_error=info["action_error"],
-                policy_seconds=tock - tick,
+                policy_seconds=policy_seconds,
                 env_seconds=time.perf_counter() - tock,
             )
         )

@@ -47,6 +47,8 @@ class Trajectory(BaseModel):
     loss_mask: list[int] = Field(default_factory=list)
     logprobs: list[float] = Field(default_factory=list)
     versions: list[int] = Field(default_factory=list)
+    tree_chosen: list[bool] = Field(default_factory=list)
+    """Per token, whether a tree rollout chose it instead of sampling it (empty when none did)."""
     reward: float = 0.0
     success: bool = False
     status: Status = "ok"

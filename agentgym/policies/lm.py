@@ -8,7 +8,15 @@ import numpy as np
 
 from agentgym.core import Env
 from agentgym.errors import AgentGymError, ContextLimit
-from agentgym.inference.types import GenerationRequest, InferenceEngine, SamplingParams
+from agentgym.inference.tree import LatrParams
+from agentgym.inference.types import (
+    GenerationRequest,
+    GenerationResult,
+    InferenceEngine,
+    SamplingParams,
+    TreeBranch,
+    TreeEngine,
+)
 from agentgym.messages import Message
 from agentgym.rollout.render import ChatRenderer
 from agentgym.rollout.tokens import TokenRecord
@@ -55,18 +63,41 @@ class TokenSession:
         self.id = uuid.uuid4().hex
 
     async def act(self, observation: list[Message]) -> str:
+        result = await self.policy.engine.generate(self._request(observation))
+        return self.take(result)
+
+    async def grow(self, observation: list[Message], params: LatrParams, width: int) -> list[TreeBranch]:
+        """This turn's answers as a tree of at most ``width`` branches (the engine's LATR tree phase): the
+        first is this session's own; :meth:`take` one, and :meth:`fork` the session for each other."""
+        engine = self.policy.engine
+        if not isinstance(engine, TreeEngine):
+            raise AgentGymError(f"tree rollouts need an engine that grows trees (torch or vllm), not {engine.name}")
+        tree = await engine.generate_tree(self._request(observation), params, width)
+        return tree.branches
+
+    def take(self, result: GenerationResult) -> str:
+        """Record ``result`` as this turn's response; the agent's text."""
+        if result.finish_reason == "abort":
+            raise EngineAborted("the engine aborted the request (it was shut down)")
+        return self.tokens.respond(result.token_ids, result.logprobs, result.versions,
+                                   tree_chosen=result.tree_chosen or None)
+
+    def fork(self, rng: np.random.Generator) -> TokenSession:
+        """A session that goes on from this one's record (a forked episode's), with its own ``rng``."""
+        twin = TokenSession(self.policy, self.env, rng)
+        twin.tokens = self.tokens.copy()
+        return twin
+
+    def _request(self, observation: list[Message]) -> GenerationRequest:
+        """Hear ``observation`` and ask for the next response within the context that is left."""
         context = self.tokens.observe(observation)
         room = self.policy.max_context - len(context)
         if room < 1:
             raise ContextLimit(f"the conversation fills the context ({len(context)} of {self.policy.max_context} tokens)")
         sampling = self.policy.turn_sampling(self.rng)
         sampling = sampling.model_copy(update={"max_tokens": min(sampling.max_tokens, room), "seed": int(self.rng.integers(2**31))})
-        request = GenerationRequest(prompt_ids=context, images=list(self.tokens.images), sampling=sampling,
-                                    session=self.id)
-        result = await self.policy.engine.generate(request)
-        if result.finish_reason == "abort":
-            raise EngineAborted("the engine aborted the request (it was shut down)")
-        return self.tokens.respond(result.token_ids, result.logprobs, result.versions)
+        return GenerationRequest(prompt_ids=context, images=list(self.tokens.images), sampling=sampling,
+                                 session=self.id)
 
     def record(self, trajectory: Trajectory) -> None:
         self.tokens.write(trajectory)

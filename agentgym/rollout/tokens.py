@@ -24,6 +24,8 @@ class TokenRecord:
         self.loss_mask: list[int] = []
         self.logprobs: list[float] = []
         self.versions: list[int] = []
+        self.tree_chosen: list[bool] = []
+        """Per token, whether a tree rollout chose it instead of sampling (empty until one did)."""
         self.prompt_lengths: list[int] = []
         """Length of the context at each turn (each a prefix of the next)."""
         self.images: list[ImagePart] = []
@@ -43,10 +45,15 @@ class TokenRecord:
         return list(self.token_ids)
 
     def respond(self, ids: list[int], logprobs: list[float] | None = None, versions: list[int] | None = None,
-                *, learn: bool = True) -> str:
+                *, learn: bool = True, tree_chosen: list[bool] | None = None) -> str:
         """Append the agent's response ids (a model's, with their logprobs and versions, or a
-        demonstration's without; ``learn=False`` leaves them out of the loss); the agent's text."""
+        demonstration's without; ``learn=False`` leaves them out of the loss); the agent's text.
+        ``tree_chosen`` marks the ids a tree rollout chose."""
+        start = len(self.token_ids)
         self._extend(ids, logprobs or [0.0] * len(ids), versions or [-1] * len(ids), agent=learn)
+        if self.tree_chosen or any(tree_chosen or ()):
+            self.tree_chosen += [False] * (start - len(self.tree_chosen))
+            self.tree_chosen += list(tree_chosen) if tree_chosen else [False] * len(ids)
         self._close = self.renderer.close_ids(ids)
         return self.renderer.response_text(ids)
 
@@ -58,7 +65,17 @@ class TokenRecord:
         trajectory.loss_mask = list(self.loss_mask)
         trajectory.logprobs = list(self.logprobs)
         trajectory.versions = list(self.versions)
+        if self.tree_chosen:
+            trajectory.tree_chosen = self.tree_chosen + [False] * (len(self.token_ids) - len(self.tree_chosen))
         trajectory.info["prompt_lengths"] = list(self.prompt_lengths)
+
+    def copy(self) -> TokenRecord:
+        """An independent copy (a forked episode's record goes on from its parent's)."""
+        twin = TokenRecord(self.renderer, self.tools)
+        for name in ("token_ids", "loss_mask", "logprobs", "versions", "tree_chosen", "prompt_lengths", "images",
+                     "_close"):
+            setattr(twin, name, list(getattr(self, name)))
+        return twin
 
     def _extend(self, ids: list[int], logprobs: list[float] | None = None, versions: list[int] | None = None,
                 *, agent: bool = False) -> None:

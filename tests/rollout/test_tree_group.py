@@ -1,0 +1,66 @@
+"""A group's tree episodes: forks become episodes that share their parent's history to the fork and then go
+their own way, look-alikes are pruned, and every token keeps its record (tree marks included)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import agentgym
+from agentgym.inference.torch_engine import TorchEngine
+from agentgym.inference.types import SamplingParams
+from agentgym.policies.lm import LMPolicy
+from agentgym.rollout.tree_group import TreeRollout, play_tree_group
+from agentgym.tasks import Task
+
+EAGER = TreeRollout(tau_abs=1e-4, tau_rel=1.0, turn_window=2, forced_turn=4)
+"""Settings under which the untrained tiny model branches at every turn (its distributions are flat)."""
+
+
+def make_lake() -> agentgym.Env:
+    return agentgym.make("games/FrozenLake-v0", parser="pythonic", max_turns=6)
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_model_dir):
+    engine = TorchEngine(tiny_model_dir, seed=0)
+    yield LMPolicy(engine, SamplingParams(temperature=1.0, max_tokens=10))
+    asyncio.run(engine.close())
+
+
+def play(policy: LMPolicy, width: int, settings: TreeRollout = EAGER, seed: int = 7):
+    task = Task(env_id="games/FrozenLake-v0", seed=seed, difficulty="easy")
+    return asyncio.run(play_tree_group(make_lake, policy, task, seed=(0, seed), width=width, settings=settings))
+
+
+def test_forked_episodes_share_their_parents_history_up_to_the_fork(policy):
+    apart = EAGER.model_copy(update={"prune_threshold": 1e-6, "prune_same_observation": False})
+    trajectories = play(policy, width=4, settings=apart)  # the untrained model's actions all fail alike
+    assert 2 <= len(trajectories) <= 4
+    root = trajectories[0]
+    assert root.info["branch"] == 0 and root.info["tree"]["made"] >= len(trajectories) - 1
+    for trajectory in trajectories:
+        assert trajectory.status in ("ok", "truncated")
+        assert len(trajectory.tree_chosen) == len(trajectory.token_ids) == len(trajectory.logprobs)
+        assert any(trajectory.tree_chosen)  # the tree chose this episode's first tokens
+    actions = [tuple(turn.action for turn in t.turns) for t in trajectories]
+    assert len(set(actions)) == len(actions)  # each branch went its own way
+    by_branch = {t.info["branch"]: t for t in trajectories}
+    for child in trajectories[1:]:
+        parent, turn = by_branch[child.info["parent"]], child.info["fork_turn"]
+        assert [t.action for t in child.turns[:turn]] == [t.action for t in parent.turns[:turn]]
+        assert child.turns[turn].action != parent.turns[turn].action  # its own answer at the fork
+        assert child.token_ids[: child.info["prompt_lengths"][turn]] == parent.token_ids[: parent.info["prompt_lengths"][turn]]
+
+
+def test_a_child_that_sees_what_its_parent_sees_is_pruned(policy):
+    trajectories = play(policy, width=4)  # the untrained model's actions all fail alike: one observation
+    tree = trajectories[0].info["tree"]
+    assert tree["pruned"] > 0 and tree["made"] >= tree["pruned"] and len(trajectories) == 1 + tree["made"] - tree["pruned"]
+
+
+def test_the_same_seed_grows_the_same_tree(policy):
+    first = [[turn.action for turn in t.turns] for t in play(policy, width=3)]
+    second = [[turn.action for turn in t.turns] for t in play(policy, width=3)]
+    assert first == second
