@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentgym.episode import Timeouts
+from agentgym.inference.tree import LatrParams
+
+
+class TreeRollout(LatrParams):
+    """LATR's settings within a turn (:class:`~agentgym.inference.tree.LatrParams`) and across turns."""
+
+    turn_window: int = Field(2, ge=1)
+    """Turns after a fork at which a child is compared with its parent."""
+    forced_turn: int = Field(8, ge=1)
+    """The tree phase ends after this many turns whatever its state."""
+    prune_same_observation: bool = True
+    """A child that sees what its parent sees after the window is pruned too, whatever its actions."""
 
 
 class RolloutConfig(BaseModel):
@@ -35,6 +49,12 @@ class RolloutConfig(BaseModel):
     seed: int = 0
     """Seeds every episode's policy randomness together with its task seed."""
     timeouts: Timeouts = Timeouts()
+    sampling: Literal["stochastic", "latr"] = "stochastic"
+    """How a group's episodes are drawn: ``stochastic``, each on its own; ``latr``, ``round(G * η)`` of them
+    grown as one tree that forks where the policy is unsure (:mod:`agentgym.rollout.tree_group`), the rest and
+    any the tree fell short of sampled on their own."""
+    latr: TreeRollout = TreeRollout()
+    """LATR's settings, within a turn and across turns (used with ``sampling: latr``)."""
 
     @model_validator(mode="after")
     def _admission_needs_staleness(self) -> RolloutConfig:

@@ -9,38 +9,30 @@ birth: when its actions since the fork are within the edit threshold of the pare
 sees what its parent sees, it is pruned with its descendants. The tree phase ends when the group is full and
 every child is older than the window, or at ``forced_turn``; each episode then plays on by ordinary sampling.
 
-The caller fills the rest of the group with fresh stochastic episodes, never with copies.
+Whatever ends the group abnormally (a replay that diverges, the engine shutting down, the episode time limit)
+marks every unfinished episode ``error`` with its cause, as :func:`~agentgym.episode.run_episode` does. The
+caller fills the rest of the group with fresh stochastic episodes, never with copies.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from pydantic import Field
 
 from agentgym.core import Env
 from agentgym.episode import Timeouts, _Episode
 from agentgym.episode_fork import afork_episode
-from agentgym.inference.tree import LatrParams, edit_distance
+from agentgym.errors import ContextLimit, EpisodeTimeout
+from agentgym.inference.tree import edit_distance
 from agentgym.messages import Message
 from agentgym.policies.lm import LMPolicy, TokenSession
+from agentgym.rollout.config import TreeRollout
+from agentgym.rollout.pool import EnvPool
 from agentgym.tasks import Task
 from agentgym.trajectory import Trajectory
-
-
-class TreeRollout(LatrParams):
-    """LATR's settings within a turn (:class:`~agentgym.inference.tree.LatrParams`) and across turns."""
-
-    turn_window: int = Field(2, ge=1)
-    """Turns after a fork at which a child is compared with its parent."""
-    forced_turn: int = Field(8, ge=1)
-    """The tree phase ends after this many turns whatever its state."""
-    prune_same_observation: bool = True
-    """A child that sees what its parent sees after the window is pruned too, whatever its actions."""
 
 
 @dataclass
@@ -64,125 +56,165 @@ class _Seat:
         return self.episode.trajectory
 
 
-async def play_tree_group(make_env: Callable[[], Env], policy: LMPolicy, task: Task, *, seed: tuple[int, ...],
-                          width: int, settings: TreeRollout, timeouts: Timeouts | None = None) -> list[Trajectory]:
-    """Play ``task`` as a tree of at most ``width`` episodes (see the module doc); their trajectories, the root's
-    first. ``make_env`` gives a fresh environment for a fork that replays."""
-    timeouts = timeouts or Timeouts()
-    root_env = make_env()
-    root = _Seat(root_env, policy.start(root_env, _rng(task, seed, 0)), _Episode(root_env, _trajectory(task, seed, 0), timeouts),
-                 parent=None, birth=0)
-    opening, _ = await root_env.areset(**task.reset_kwargs())
-    root.trajectory.messages.extend(opening)
-    root.observations.append(opening)
-    seats = {0: root}
-    made = pruned = 0
-    turn = 0
-    while not _over(seats, width, settings, turn):
-        live = [index for index, seat in seats.items() if not seat.done]
-        room = width - len(seats)
+async def play_tree_group(pool: EnvPool, policy: LMPolicy, task: Task, *, seed: tuple[int, ...], width: int,
+                          settings: TreeRollout, timeouts: Timeouts | None = None) -> list[Trajectory]:
+    """Play ``task`` as a tree of at most ``width`` episodes (see the module doc) with environments from
+    ``pool``; their trajectories, the root's first. ``info["tree"]`` counts the forks made and pruned."""
+    tree = _Tree(pool, policy, task, seed, settings, timeouts or Timeouts())
+    try:
+        async with asyncio.timeout(tree.timeouts.episode):
+            await tree.grow(width)
+            await asyncio.gather(*(tree.play_on(seat) for seat in tree.seats.values() if not seat.done))
+    except TimeoutError:
+        tree.fail(EpisodeTimeout("episode", tree.timeouts.episode or 0.0))
+    except Exception as exc:  # noqa: BLE001 - an infrastructure failure: recorded on every unfinished episode
+        tree.fail(exc)
+    finally:
+        tree.close()
+    return [tree.seats[index].trajectory for index in sorted(tree.seats)]
+
+
+class _Tree:
+    """The seats of one tree and its counts."""
+
+    def __init__(self, pool: EnvPool, policy: LMPolicy, task: Task, seed: tuple[int, ...], settings: TreeRollout,
+                 timeouts: Timeouts) -> None:
+        self.pool, self.policy, self.task, self.seed = pool, policy, task, seed
+        self.settings, self.timeouts = settings, timeouts
+        self.seats: dict[int, _Seat] = {}
+        self.made = self.pruned = self.turn = 0
+        self.started = time.perf_counter()
+
+    async def grow(self, width: int) -> None:
+        """The tree phase: the root's reset, then turns of trees until the phase ends."""
+        env = self.pool.acquire()
+        root = _Seat(env, self.policy.start(env, self._rng(0)), self._episode(env, self._trajectory()), None, 0)
+        self.seats[0] = root
+        root.episode.phase = "reset"
+        opening, _ = await env.areset(**self.task.reset_kwargs())
+        root.trajectory.messages.extend(opening)
+        root.observations.append(opening)
+        while not self._over(width):
+            await self._turn(width)
+
+    async def play_on(self, seat: _Seat) -> None:
+        """Finish a seat's episode by ordinary sampling; a full context ends it as ``truncated``."""
+        observation = seat.observations[-1]
+        try:
+            while not seat.done:
+                tick = time.perf_counter()
+                seat.episode.phase = "policy"
+                action = await seat.session.act(observation)
+                seat.done = await seat.episode.apply(action, time.perf_counter() - tick)
+                observation = seat.trajectory.turns[-1].observation
+        except ContextLimit as exc:
+            seat.done = True
+            seat.trajectory.status = "truncated"
+            seat.trajectory.info["truncated_by"] = str(exc)
+
+    def fail(self, exc: BaseException) -> None:
+        """Mark every unfinished episode as failed by ``exc``."""
+        for seat in self.seats.values():
+            if not seat.done:
+                seat.episode.fail(exc)
+
+    def close(self) -> None:
+        """Record each session's tokens and the tree's counts, and give the environments back."""
+        for seat in self.seats.values():
+            seat.trajectory.info["tree"] = {"made": self.made, "pruned": self.pruned, "turns": self.turn}
+            seat.episode.record(seat.session)
+            seat.trajectory.timings["total_seconds"] = time.perf_counter() - self.started
+            seat.trajectory.timings["policy_seconds"] = sum(t.policy_seconds for t in seat.trajectory.turns)
+            seat.trajectory.timings["env_seconds"] = sum(t.env_seconds for t in seat.trajectory.turns)
+            self.pool.release(seat.env, healthy=seat.trajectory.status != "error")
+
+    async def _turn(self, width: int) -> None:
+        """One turn of the tree phase: every live seat's tree, the forks it makes room for, every step, pruning."""
+        live = [index for index, seat in self.seats.items() if not seat.done]
+        room = width - len(self.seats)
         tick = time.perf_counter()
-        trees = await asyncio.gather(*(seats[i].session.grow(seats[i].observations[-1], settings, 1 + room)
-                                       for i in live))
+        for index in live:
+            self.seats[index].episode.phase = "policy"
+        trees = await asyncio.gather(*(self.seats[index].session.grow(self.seats[index].observations[-1],
+                                                                     self.settings, 1 + room) for index in live))
         seconds = time.perf_counter() - tick
         chosen = {}
         for index, branches in zip(live, trees, strict=True):
             chosen[index] = branches[0].result
             for branch in branches[1:]:
-                if len(seats) >= width:
+                if len(self.seats) >= width:
                     break
-                child = made + 1
-                seats[child] = await _fork(seats, index, make_env, task, _rng(task, seed, child), turn, timeouts)
-                seats[child].trajectory.info.update(branch=child, parent=index, fork_turn=turn)
-                seats[index].children.append(child)
-                chosen[child] = branch.result
-                made += 1
+                self.made += 1
+                self.seats[self.made] = await self._fork(index)
+                self.seats[index].children.append(self.made)
+                chosen[self.made] = branch.result
         for index, result in chosen.items():
-            seat = seats[index]
+            seat = self.seats[index]
             action = seat.session.take(result)
             seat.actions.append(action)
             seat.action_ids.append(result.token_ids)
             seat.done = await seat.episode.apply(action, seconds)
             seat.observations.append(seat.trajectory.turns[-1].observation)
-        turn += 1
-        for index in _look_alikes(seats, turn, settings):
-            pruned += len(_remove(seats, index))
-    for seat in seats.values():
-        seat.trajectory.info["tree"] = {"made": made, "pruned": pruned, "turns": turn}
-    await asyncio.gather(*(_play_on(seat) for seat in seats.values() if not seat.done))
-    for seat in seats.values():
-        seat.episode.record(seat.session)
-    return [seats[index].trajectory for index in sorted(seats)]
+        self.turn += 1
+        for index in self._look_alikes():
+            self.pruned += len(self._remove(index))
 
+    async def _fork(self, index: int) -> _Seat:
+        """A new seat in seat ``index``'s state before its answer this turn (environment forked, record copied)."""
+        parent = self.seats[index]
+        env = await afork_episode(parent.env if parent.env.forkable == "native" else self.pool.acquire,
+                                  seed=self.task.seed, actions=parent.actions, observations=parent.observations,
+                                  options=self.task.reset_kwargs()["options"])
+        trajectory = parent.trajectory.model_copy(deep=True)
+        trajectory.info.update(branch=self.made, parent=index, fork_turn=self.turn)
+        return _Seat(env, parent.session.fork(self._rng(self.made)), self._episode(env, trajectory), index, self.turn,
+                     observations=list(parent.observations), actions=list(parent.actions),
+                     action_ids=list(parent.action_ids))
 
-def _rng(task: Task, seed: tuple[int, ...], branch: int) -> np.random.Generator:
-    """The policy randomness of a tree's episode ``branch``, from the group's seed."""
-    return np.random.default_rng([*seed, task.seed, branch])
+    def _look_alikes(self) -> list[int]:
+        """Children ``turn_window`` turns old that stayed close to their parent: actions since the fork within the
+        edit threshold over their tokens, or (where the settings say so) the same observation now."""
+        doomed = []
+        for index, seat in self.seats.items():
+            parent = self.seats.get(seat.parent) if seat.parent is not None else None
+            if parent is None or self.turn - seat.birth != self.settings.turn_window or seat.done or parent.done:
+                continue
+            mine = [t for ids in seat.action_ids[seat.birth:] for t in ids]
+            theirs = [t for ids in parent.action_ids[seat.birth:] for t in ids]
+            close = edit_distance(mine, theirs) / max(len(mine), len(theirs), 1) < self.settings.prune_threshold
+            same = self.settings.prune_same_observation and seat.observations[-1] == parent.observations[-1]
+            if close or same:
+                doomed.append(index)
+        return doomed
 
+    def _remove(self, index: int) -> list[int]:
+        """Drop a seat and its descendants (their environments back to the pool); the ids removed."""
+        seat = self.seats.pop(index, None)
+        if seat is None:
+            return []
+        self.pool.release(seat.env, healthy=True)
+        removed = [index]
+        for child in seat.children:
+            removed += self._remove(child)
+        return removed
 
-def _trajectory(task: Task, seed: tuple[int, ...], branch: int) -> Trajectory:
-    trajectory = Trajectory(env_id=task.env_id, task=task)
-    trajectory.info["seed"] = [*seed, task.seed]
-    trajectory.info.update(branch=branch, parent=None, fork_turn=0)
-    return trajectory
+    def _over(self, width: int) -> bool:
+        """Whether the tree phase has ended."""
+        if self.turn >= self.settings.forced_turn or all(seat.done for seat in self.seats.values()):
+            return True
+        full = len(self.seats) >= round(width * self.settings.exit_fill)
+        return full and all(self.turn - seat.birth > self.settings.turn_window
+                            for seat in self.seats.values() if seat.parent is not None)
 
+    def _rng(self, branch: int) -> np.random.Generator:
+        """The policy randomness of the tree's episode ``branch``, from the group's seed."""
+        return np.random.default_rng([*self.seed, self.task.seed, branch])
 
-async def _fork(seats: dict[int, _Seat], index: int, make_env: Callable[[], Env], task: Task,
-                rng: np.random.Generator, turn: int, timeouts: Timeouts) -> _Seat:
-    """A new seat in seat ``index``'s state before its answer at ``turn`` (environment forked, record copied)."""
-    parent = seats[index]
-    options = task.reset_kwargs()["options"]
-    env = await afork_episode(parent.env if parent.env.forkable == "native" else make_env, seed=task.seed,
-                              actions=parent.actions, observations=parent.observations, options=options)
-    trajectory = parent.trajectory.model_copy(deep=True)
-    return _Seat(env, parent.session.fork(rng), _Episode(env, trajectory, timeouts), parent=index, birth=turn,
-                 observations=list(parent.observations), actions=list(parent.actions),
-                 action_ids=list(parent.action_ids))
+    def _trajectory(self) -> Trajectory:
+        trajectory = Trajectory(env_id=self.task.env_id, task=self.task)
+        trajectory.info["seed"] = [*self.seed, self.task.seed]
+        trajectory.info.update(branch=0, parent=None, fork_turn=0)
+        return trajectory
 
-
-def _look_alikes(seats: dict[int, _Seat], turn: int, settings: TreeRollout) -> list[int]:
-    """Children ``turn_window`` turns old that stayed close to their parent: actions since the fork within the
-    edit threshold over their tokens, or the same observation now."""
-    doomed = []
-    for index, seat in seats.items():
-        parent = seats.get(seat.parent) if seat.parent is not None else None
-        if parent is None or turn - seat.birth != settings.turn_window or seat.done or parent.done:
-            continue
-        mine = [t for ids in seat.action_ids[seat.birth:] for t in ids]
-        theirs = [t for ids in parent.action_ids[seat.birth:] for t in ids]
-        close = edit_distance(mine, theirs) / max(len(mine), len(theirs), 1) < settings.prune_threshold
-        same = settings.prune_same_observation and seat.observations[-1] == parent.observations[-1]
-        if close or same:
-            doomed.append(index)
-    return doomed
-
-
-def _remove(seats: dict[int, _Seat], index: int) -> list[int]:
-    """Drop a seat and its descendants (their environments closed); the ids removed."""
-    seat = seats.pop(index, None)
-    if seat is None:
-        return []
-    seat.env.close()
-    removed = [index]
-    for child in seat.children:
-        removed += _remove(seats, child)
-    return removed
-
-
-def _over(seats: dict[int, _Seat], width: int, settings: TreeRollout, turn: int) -> bool:
-    """Whether the tree phase ends before ``turn``."""
-    if turn >= settings.forced_turn or all(seat.done for seat in seats.values()):
-        return True
-    full = len(seats) >= round(width * settings.exit_fill)
-    return full and all(turn - seat.birth > settings.turn_window for seat in seats.values() if seat.parent is not None)
-
-
-async def _play_on(seat: _Seat) -> None:
-    """Finish a seat's episode by ordinary sampling."""
-    observation = seat.observations[-1]
-    while not seat.done:
-        tick = time.perf_counter()
-        action = await seat.session.act(observation)
-        seat.done = await seat.episode.apply(action, time.perf_counter() - tick)
-        observation = seat.trajectory.turns[-1].observation
-
+    def _episode(self, env: Env, trajectory: Trajectory) -> _Episode:
+        return _Episode(env, trajectory, self.timeouts)

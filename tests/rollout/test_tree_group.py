@@ -4,22 +4,27 @@ their own way, look-alikes are pruned, and every token keeps its record (tree ma
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import pytest
 
 import agentgym
 from agentgym.inference.torch_engine import TorchEngine
 from agentgym.inference.types import SamplingParams
+from agentgym.messages import Message
 from agentgym.policies.lm import LMPolicy
-from agentgym.rollout.tree_group import TreeRollout, play_tree_group
+from agentgym.registration import _registry
+from agentgym.rollout.config import TreeRollout
+from agentgym.rollout.pool import EnvPool
+from agentgym.rollout.tree_group import play_tree_group
 from agentgym.tasks import Task
+from tests.conftest import CounterEnv
 
 EAGER = TreeRollout(tau_abs=1e-4, tau_rel=1.0, turn_window=2, forced_turn=4)
 """Settings under which the untrained tiny model branches at every turn (its distributions are flat)."""
 
 
-def make_lake() -> agentgym.Env:
-    return agentgym.make("games/FrozenLake-v0", parser="pythonic", max_turns=6)
+LAKE = {"parser": "pythonic", "max_turns": 6}
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +35,15 @@ def policy(tiny_model_dir):
 
 
 def play(policy: LMPolicy, width: int, settings: TreeRollout = EAGER, seed: int = 7):
+    async def tree():
+        pool = EnvPool("games/FrozenLake-v0", LAKE)
+        try:
+            return await play_tree_group(pool, policy, task, seed=(0, seed), width=width, settings=settings)
+        finally:
+            await pool.close()
+
     task = Task(env_id="games/FrozenLake-v0", seed=seed, difficulty="easy")
-    return asyncio.run(play_tree_group(make_lake, policy, task, seed=(0, seed), width=width, settings=settings))
+    return asyncio.run(tree())
 
 
 def test_forked_episodes_share_their_parents_history_up_to_the_fork(policy):
@@ -64,3 +76,30 @@ def test_the_same_seed_grows_the_same_tree(policy):
     first = [[turn.action for turn in t.turns] for t in play(policy, width=3)]
     second = [[turn.action for turn in t.turns] for t in play(policy, width=3)]
     assert first == second
+
+
+class Drifting(CounterEnv):
+    """Its opening counts the resets made in this process: a replay cannot show its parent's first page."""
+
+    resets = itertools.count()
+
+    def setup(self, difficulty, options):
+        return [*super().setup(difficulty, options), Message(role="user", content=f"reset {next(self.resets)}")]
+
+
+def test_a_fork_whose_replay_diverges_fails_the_tree_naming_why(policy):
+    spec = agentgym.register("test/Drifting-v0", f"{__name__}:Drifting", tags=("test",))
+    try:
+        async def tree():
+            pool = EnvPool(spec.id, {"parser": "pythonic"})
+            try:
+                return await play_tree_group(pool, policy, Task(env_id=spec.id, seed=1), seed=(0, 1), width=3,
+                                             settings=EAGER)
+            finally:
+                await pool.close()
+
+        trajectories = asyncio.run(tree())
+    finally:
+        _registry.pop(spec.id, None)
+    assert trajectories and all(t.status == "error" for t in trajectories)
+    assert "diverged from the parent episode at the reset" in trajectories[0].error
