@@ -262,6 +262,8 @@ class _Run:
             stream_size=config.batch_size * (trainer.async_ratio + 1) + trainer.concurrency,
             seed=trainer.seed,
             timeouts=trainer.timeouts,
+            sampling=config.rollout.sampling,
+            latr=config.rollout.latr,
         )
         scheduler = RolloutScheduler({s.id: s.kwargs for s in config.sources}, self._policy(engine), rollout_config,
                                      engine=engine, backend=self.backend)

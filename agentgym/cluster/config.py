@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from agentgym.config import Config
+from agentgym.rollout.config import TreeRollout
 
 
 class RayConfig(Config):
@@ -48,3 +49,15 @@ class BackendConfig(Config):
     """``local``: every episode on this process's event loop and the engine in-process; ``ray``: episodes in
     env-worker actors and the engine as replicas, on a local Ray or the cluster at ``ray.address``."""
     ray: RayConfig = RayConfig()
+    sampling: Literal["stochastic", "latr"] = "stochastic"
+    """How a group's episodes are drawn: ``stochastic``, each on its own; ``latr``, LATR's share of the group
+    (``round(G * η)``) grown as one tree of episodes that fork where the policy is unsure."""
+    latr: TreeRollout = TreeRollout()
+    """LATR's settings, within a turn and across turns (for ``sampling: latr``)."""
+
+    @model_validator(mode="after")
+    def _trees_play_here(self) -> BackendConfig:
+        if self.sampling == "latr" and self.backend == "ray":
+            raise ValueError("sampling: latr runs on the local backend for now (the Ray engine replicas do not grow "
+                             "trees yet); set rollout.backend=local or rollout.sampling=stochastic")
+        return self

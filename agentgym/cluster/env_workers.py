@@ -21,6 +21,7 @@ from ray.exceptions import RayActorError
 from agentgym.cluster.members import Members, answer
 from agentgym.episode import Timeouts
 from agentgym.registration import EnvSpec
+from agentgym.rollout.config import TreeRollout
 from agentgym.rollout.runner import LocalRunner
 from agentgym.tasks import Task
 from agentgym.trajectory import Trajectory
@@ -49,14 +50,28 @@ class EnvWorker:
 
     async def play(self, rollout: Rollout, task: Task, seed: tuple[int, ...], timeouts: Timeouts) -> Trajectory:
         """One episode of ``rollout``; its trajectory says where it ran (``info["worker"]``: node and process)."""
+        runner = await self._runner(rollout)
+        trajectory = await runner.play(task, seed=seed, timeouts=timeouts)
+        trajectory.info["worker"] = dict(self._where)
+        return trajectory
+
+    async def play_tree(self, rollout: Rollout, task: Task, seed: tuple[int, ...], timeouts: Timeouts, width: int,
+                        settings: TreeRollout) -> list[Trajectory]:
+        """A tree of episodes of ``rollout`` (:mod:`agentgym.rollout.tree_group`), all played here."""
+        runner = await self._runner(rollout)
+        trajectories = await runner.play_tree(task, seed=seed, width=width, settings=settings, timeouts=timeouts)
+        for trajectory in trajectories:
+            trajectory.info["worker"] = dict(self._where)
+        return trajectories
+
+    async def _runner(self, rollout: Rollout) -> LocalRunner:
+        """The runner of ``rollout`` here, made on its first episode."""
         runner = self._runners.get(rollout.key)
         if runner is None:
             policy = await rollout.policy[0]
             runner = self._runners.setdefault(rollout.key, LocalRunner(
                 rollout.spec, policy, rollout.env_kwargs, close_timeout=rollout.close_timeout))
-        trajectory = await runner.play(task, seed=seed, timeouts=timeouts)
-        trajectory.info["worker"] = dict(self._where)
-        return trajectory
+        return runner
 
     async def close(self, key: str) -> int:
         """Close the instances of rollout ``key``; the number whose close failed."""
@@ -93,20 +108,31 @@ class RayRunner:
         self._closed = False
 
     async def play(self, task: Task, *, seed: tuple[int, ...], timeouts: Timeouts) -> Trajectory:
+        trajectories = await self._in_worker("play", task, seed, timeouts)
+        return trajectories[0]
+
+    async def play_tree(self, task: Task, *, seed: tuple[int, ...], width: int, settings: TreeRollout,
+                        timeouts: Timeouts) -> list[Trajectory]:
+        return await self._in_worker("play_tree", task, seed, timeouts, width, settings)
+
+    async def _in_worker(self, method: str, task: Task, seed: tuple[int, ...], timeouts: Timeouts,
+                         *tree: Any) -> list[Trajectory]:
+        """Call the least loaded worker's ``method`` (``play``, or ``play_tree`` with ``tree``'s width and
+        settings); its trajectories, or one ``error`` trajectory where the worker died or went silent."""
         index = self.workers.pick()
         limit = None if timeouts.episode is None else timeouts.episode + UNREACHABLE_SLACK
         with self.workers.holding(index) as worker:
-            ref = worker.play.remote(self.rollout, task, seed, timeouts)
+            call = getattr(worker, method).remote(self.rollout, task, seed, timeouts, *tree)
             try:
                 async with asyncio.timeout(limit):
-                    trajectory: Trajectory = await answer(ref)
-                    return trajectory
+                    answered = await answer(call)
+                    return answered if isinstance(answered, list) else [answered]
             except TimeoutError:
-                ray.cancel(ref)
-                return lost(task, seed, "worker:unreachable", f"env worker {index} did not answer within {limit:g} s")
+                ray.cancel(call)
+                return [lost(task, seed, "worker:unreachable", f"env worker {index} did not answer within {limit:g} s")]
             except RayActorError as exc:
                 self.workers.died(index, exc)
-                return lost(task, seed, "worker:died", f"env worker {index} died during the episode: {exc}")
+                return [lost(task, seed, "worker:died", f"env worker {index} died during the episode: {exc}")]
 
     async def close(self) -> None:
         """Close this rollout's instances in every worker (within ``close_timeout``); a worker that does not

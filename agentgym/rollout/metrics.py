@@ -41,6 +41,24 @@ class RolloutMetrics(BaseModel):
     close_errors: int = 0
     """Environment instances whose close raised or outlasted the episode time limit (what they held may be
     left behind); their episodes are counted as they ended."""
+    tree_groups: int = 0
+    """Groups grown as a tree (``sampling: latr``)."""
+    tree_branches: int = 0
+    """Episodes forked in those trees (kept or pruned)."""
+    tree_pruned: int = 0
+    """Forked episodes pruned as look-alikes of their parent."""
+    tree_refilled: int = 0
+    """Episodes a tree fell short of, started afresh by sampling."""
+    tree_tokens: int = 0
+    """Agent tokens the trees chose rather than sampled (of ``generated_tokens``: a token a forked episode shares
+    with its parent counts in each, as each trains on it)."""
+
+    def count_tree(self, trajectories: list[Trajectory]) -> None:
+        """Count a tree and its forks and prunes."""
+        tree = trajectories[0].info.get("tree", {}) if trajectories else {}
+        self.tree_groups += 1
+        self.tree_branches += int(tree.get("made", 0))
+        self.tree_pruned += int(tree.get("pruned", 0))
 
     def count_finished(self, trajectory: Trajectory, lag: int) -> None:
         self.staleness[lag] = self.staleness.get(lag, 0) + 1
@@ -54,6 +72,7 @@ class RolloutMetrics(BaseModel):
 
     def _add_time(self, trajectory: Trajectory) -> None:
         self.generated_tokens += sum(trajectory.loss_mask)
+        self.tree_tokens += sum(trajectory.tree_chosen)
         self.policy_seconds += trajectory.timings.get("policy_seconds", 0.0)
         self.env_seconds += trajectory.timings.get("env_seconds", 0.0)
 
@@ -77,6 +96,10 @@ class RolloutMetrics(BaseModel):
             for k in ("started", "finished", "errored", "cancelled", "dropped", "retried", "generated_tokens",
                       "close_errors")
         }
+        if self.tree_groups:
+            out.update({f"rollout/{k}": getattr(self, k)
+                        for k in ("tree_groups", "tree_branches", "tree_pruned", "tree_refilled", "tree_tokens")})
+            out["rollout/tree_token_fraction"] = self.tree_tokens / self.generated_tokens if self.generated_tokens else 0.0
         out["rollout/trajectories_per_second"] = self.trajectories_per_second
         out["rollout/tokens_per_second"] = self.tokens_per_second
         if self.engine_busy is not None:

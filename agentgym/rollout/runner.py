@@ -9,11 +9,15 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from agentgym.episode import Timeouts, run_episode
+from agentgym.errors import AgentGymError
 from agentgym.inference import engine_class
 from agentgym.inference.types import InferenceEngine
 from agentgym.policies import Policy
+from agentgym.policies.lm import LMPolicy
 from agentgym.registration import EnvSpec
+from agentgym.rollout.config import TreeRollout
 from agentgym.rollout.pool import EnvPool
+from agentgym.rollout.tree_group import play_tree_group
 from agentgym.tasks import Task
 from agentgym.trajectory import Trajectory
 
@@ -29,6 +33,12 @@ class EpisodeRunner(Protocol):
     async def play(self, task: Task, *, seed: tuple[int, ...], timeouts: Timeouts) -> Trajectory:
         """Play ``task`` to its end; a failed episode is an ``error`` trajectory, never an exception (only
         cancellation, and a bad environment id or arguments, propagate)."""
+        ...
+
+    async def play_tree(self, task: Task, *, seed: tuple[int, ...], width: int, settings: TreeRollout,
+                        timeouts: Timeouts) -> list[Trajectory]:
+        """Play ``task`` as a tree of at most ``width`` episodes (:mod:`agentgym.rollout.tree_group`); failures as
+        in :meth:`play`."""
         ...
 
     async def close(self) -> None:
@@ -72,11 +82,19 @@ class MixtureRunner:
         return sum(runner.close_errors for runner in self.runners.values())
 
     async def play(self, task: Task, *, seed: tuple[int, ...], timeouts: Timeouts) -> Trajectory:
+        return await self._runner(task).play(task, seed=seed, timeouts=timeouts)
+
+    async def play_tree(self, task: Task, *, seed: tuple[int, ...], width: int, settings: TreeRollout,
+                        timeouts: Timeouts) -> list[Trajectory]:
+        return await self._runner(task).play_tree(task, seed=seed, width=width, settings=settings, timeouts=timeouts)
+
+    def _runner(self, task: Task) -> EpisodeRunner:
+        """The runner of ``task``'s environment."""
         runner = self.runners.get(task.env_id)
         if runner is None:
             raise ValueError(f"a task of {task.env_id}, which this rollout does not run (it runs "
                              f"{', '.join(self.runners)})")
-        return await runner.play(task, seed=seed, timeouts=timeouts)
+        return runner
 
     async def close(self) -> None:
         """Close every environment's runner, each even where another's close raised."""
@@ -117,6 +135,14 @@ class LocalRunner:
             return trajectory
         finally:
             self._pool.release(env, healthy=healthy)
+
+    async def play_tree(self, task: Task, *, seed: tuple[int, ...], width: int, settings: TreeRollout,
+                        timeouts: Timeouts) -> list[Trajectory]:
+        if not isinstance(self.policy, LMPolicy):
+            raise AgentGymError(f"tree rollouts need a token-level model policy (torch or vllm engine), not "
+                                f"{type(self.policy).__name__}")
+        return await play_tree_group(self._pool, self.policy, task, seed=seed, width=width, settings=settings,
+                                     timeouts=timeouts)
 
     async def close(self) -> None:
         await self._pool.close()

@@ -154,7 +154,12 @@ class RolloutScheduler:
                 for index, task in tasks:
                     group = _Group(GroupResult(index, task), self.config.group_size)
                     self._groups[index] = group
-                    for _ in range(group.size + self.config.redundancy):
+                    slots = group.size + self.config.redundancy
+                    width = self.tree_width()
+                    if width and await self._wait_for_room():
+                        self._launch(group, tasks_group, tree=width)
+                        slots -= width
+                    for _ in range(slots):
                         if not await self._wait_for_room() or group.complete:
                             break
                         self._launch(group, tasks_group)
@@ -192,10 +197,20 @@ class RolloutScheduler:
         published = self.version - self._first_version
         return self._running + self._kept < (published + c.max_staleness + 1) * c.batch_size
 
-    def _launch(self, group: _Group, tasks_group: asyncio.TaskGroup) -> None:
-        self._running += 1
+    def tree_width(self) -> int:
+        """How many of a group grow as one tree now (``sampling: latr``): LATR's ``round(G * η)`` at the current
+        policy version, which counts the trainer's steps; 0 under stochastic sampling."""
+        if self.config.sampling != "latr":
+            return 0
+        return self.config.latr.width(self.config.group_size, self.version)
+
+    def _launch(self, group: _Group, tasks_group: asyncio.TaskGroup, *, tree: int = 0) -> None:
+        """Start a slot of ``group``: one episode and its refills, or a tree of ``tree`` episodes (which counts as
+        ``tree`` running ones, for the concurrency and the staleness budget)."""
+        self._running += max(tree, 1)
         group.running += 1
-        group.attempts.append(tasks_group.create_task(self._attempt(group)))
+        attempt = self._attempt_tree(group, tree, tasks_group) if tree else self._attempt(group)
+        group.attempts.append(tasks_group.create_task(attempt))
 
     # -- one slot's life ------------------------------------------------------------------------
 
@@ -217,6 +232,27 @@ class RolloutScheduler:
                 self.metrics.cancelled += 1
         finally:
             self._running -= 1
+            group.running -= 1
+            self._changed.set()
+            if group.running == 0 and not group.launching:
+                await self._close(group)
+
+    async def _attempt_tree(self, group: _Group, width: int, tasks_group: asyncio.TaskGroup) -> None:
+        """Grow a tree of ``width`` episodes of ``group``, settle each, and start a fresh stochastic episode for each
+        the tree fell short of (pruned, never branched, or failed)."""
+        try:
+            seed = (self.config.seed, group.result.index, 0)  # the group's single episodes count from 1
+            trajectories = await self.runner.play_tree(group.result.task, seed=seed, width=width,
+                                                       settings=self.config.latr, timeouts=self.config.timeouts)
+            self.metrics.started += len(trajectories)
+            self.metrics.count_tree(trajectories)
+            kept = [await self._settle(group, trajectory) for trajectory in trajectories].count("kept")
+            for _ in range(width - kept):
+                if not group.complete and not self._stopping:
+                    self.metrics.tree_refilled += 1
+                    self._launch(group, tasks_group)
+        finally:
+            self._running -= width
             group.running -= 1
             self._changed.set()
             if group.running == 0 and not group.launching:

@@ -243,7 +243,10 @@ def _agentgym(monkeypatch, capsys, *args: str) -> tuple[int, str]:
     [("trainer.stepz=3", "trainer.stepz"), ("optim.lr=-1", "optim.lr"), ("eval.suite=games-v9", "eval.suite"),
      ("rollout.backend=rai", "rollout.backend"), ("rollout.ray.env_workers=0", "rollout.ray.env_workers"),
      ("trainer.strategy=zero3", "trainer.strategy"), ("trainer.world_size=0", "trainer.world_size"),
-     ("trainer.world_size=2 trainer.strategy=single", "trainer.strategy")],
+     ("trainer.world_size=2 trainer.strategy=single", "trainer.strategy"),
+     ("rollout.sampling=tree", "rollout.sampling"), ("rollout.latr.tau_abs=2", "rollout.latr.tau_abs"),
+     ("rollout.latr.width_schedule={10:0.5}", "rollout.latr.width_schedule"),
+     ("rollout.sampling=latr rollout.backend=ray", "rollout")],
 )
 def test_a_bad_override_exits_2_naming_the_key(tiny_model_dir, tmp_path, monkeypatch, capsys, override, key):
     config_file = tmp_path / "train.yaml"
