@@ -62,6 +62,9 @@ class EvalResult(BaseModel):
 Settle = Callable[[int, Trajectory, list[Trajectory]], None]
 """Hears of a task's final trajectory: its index, the trajectory, and the attempts that failed on infrastructure."""
 
+Sample = tuple[Trajectory, list[Trajectory]]
+"""One sample of a group: its final trajectory and the attempts lost to infrastructure recorded with it."""
+
 
 async def play_tasks(
     env: str | EnvKwargs,
@@ -81,14 +84,63 @@ async def play_tasks(
     ``env_kwargs``) or several ids with their keyword arguments, played at once."""
 
     def on_group(group: GroupResult) -> None:
-        if group.kept or group.errors:  # a group whose episodes were all cancelled has nothing to report
-            final = group.kept[0] if group.kept else group.errors[-1]
-            settle(group.index, final, [t for t in group.errors if t is not final])
+        for final, failed in group_samples(group, 1):
+            settle(group.index, final, failed)
 
-    scheduler = RolloutScheduler(env, policy, config, env_kwargs=env_kwargs, on_group=on_group, backend=backend)
+    return await play_groups(env, policy, tasks, config, on_group, indices=indices, env_kwargs=env_kwargs,
+                             backend=backend)
+
+
+async def play_groups(
+    env: str | EnvKwargs,
+    policy: Policy,
+    tasks: Sequence[Task],
+    config: RolloutConfig,
+    on_group: Callable[[GroupResult], None],
+    *,
+    indices: Sequence[int] | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    backend: Backend | None = None,
+) -> RolloutMetrics:
+    """Play each task's group of ``config.group_size`` episodes, drawn as ``config.sampling`` says (under
+    ``latr`` as one tree plus stochastic refills: the scheduler's group machinery, as in training), and tell
+    ``on_group`` of each group as it closes; :func:`group_samples` puts a group's episodes in sample order.
+    The other arguments are :func:`play_tasks`'s."""
+
+    def closed(group: GroupResult) -> None:
+        if group.kept or group.errors:  # a group whose episodes were all cancelled has nothing to report
+            on_group(group)
+
+    scheduler = RolloutScheduler(env, policy, config, env_kwargs=env_kwargs, on_group=closed, backend=backend)
     async with asyncio.TaskGroup() as group:
         group.create_task(_drain(scheduler.stream))
         return await scheduler.run(tasks, indices=indices)
+
+
+def group_samples(group: GroupResult, samples: int) -> list[Sample]:
+    """A closed group's episodes as samples 0, 1, ...: the kept ones in :func:`sample_order` (under ``latr`` the
+    tree's root first, then its other branches by id, then the stochastic refills), then, for each sample that
+    no kept episode filled, the last of the attempts lost to infrastructure. The other lost attempts are recorded
+    with the first sample not grown in the tree (the one played in their place), else with the last sample."""
+    kept = sorted(group.kept, key=sample_order)[:samples]
+    errors = sorted(group.errors, key=sample_order)
+    unfilled = min(samples - len(kept), len(errors))
+    finals = kept + errors[len(errors) - unfilled:]
+    failed = errors[: len(errors) - unfilled]
+    chosen: list[Sample] = [(final, []) for final in finals]
+    if failed and chosen:
+        refill = next((s for s, t in enumerate(finals) if "branch" not in t.info), len(chosen) - 1)
+        chosen[refill][1].extend(failed)
+    return chosen
+
+
+def sample_order(trajectory: Trajectory) -> tuple[int, tuple[int, ...]]:
+    """Where an episode of a group comes among its samples: a tree's branches by id (the root is branch 0),
+    then the episodes played on their own by the seed the scheduler gave them (which counts their starts)."""
+    branch = trajectory.info.get("branch")
+    if branch is not None:
+        return 0, (int(branch),)
+    return 1, tuple(int(s) for s in trajectory.info.get("seed") or ())
 
 
 async def evaluate(

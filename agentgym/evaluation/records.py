@@ -13,13 +13,14 @@ import base64
 import hashlib
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentgym.errors import AgentGymError
 from agentgym.inference.types import SamplingParams
 from agentgym.messages import ImagePart, Message, TextPart
+from agentgym.rollout.config import TreeRollout
 from agentgym.tasks import Split, Task
 from agentgym.trajectory import Status, Trajectory
 
@@ -52,10 +53,22 @@ class RunSpec(BaseModel):
     """Checksum of the task list played (the suite's split, or the tasks generated for named environments)."""
     samples: int = Field(1, ge=1)
     """Episodes per task (K of pass@k)."""
+    rollout_sampling: Literal["stochastic", "latr"] = "stochastic"
+    """How a task's samples are drawn (``rollout.sampling`` of training): ``stochastic``, each its own episode;
+    ``latr``, the task's ``samples`` as one group grown as a tree of episodes (what the tree fell short of refilled
+    with stochastic ones). Records from before the field read as ``stochastic``."""
+    latr: TreeRollout | None = None
+    """LATR's settings of a ``latr`` run (None otherwise)."""
     seed: int = 0
     max_retries: int = 2
     env_args: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Keyword arguments of ``make`` by environment id (``*``: every environment)."""
+
+    @model_validator(mode="after")
+    def _latr_settings_with_latr(self) -> RunSpec:
+        if (self.latr is not None) != (self.rollout_sampling == "latr"):
+            raise ValueError("latr holds LATR's settings exactly when rollout_sampling is latr")
+        return self
 
     def env_kwargs(self, env_id: str) -> dict[str, Any]:
         """The keyword arguments ``env_id`` is made with."""

@@ -4,6 +4,12 @@ episode, resumable after a crash, and summarised with a report at the end.
 Sample ``s`` of task ``i`` is rollout group ``i * samples + s`` whatever else runs, so its policy
 randomness is the same in a resumed run as in an uninterrupted one. ``--resume`` plays only the task
 samples without a scored record (those lost to infrastructure are played again).
+
+Under ``rollout_sampling: latr`` the ``samples`` of task ``i`` are one rollout group, ``i``, of that size: grown
+as one tree through the scheduler's tree path (as in training), with stochastic refills for what the tree fell
+short of; its episodes become samples in :func:`~agentgym.evaluation.play.group_samples`'s order (the root is
+sample 0). A tree cannot be partly replayed, so ``--resume`` plays again every task with a sample not scored,
+all its samples.
 """
 
 from __future__ import annotations
@@ -16,15 +22,15 @@ from pathlib import Path
 
 from agentgym.episode import Timeouts
 from agentgym.errors import AgentGymError
-from agentgym.evaluation.play import play_tasks
+from agentgym.evaluation.play import group_samples, play_groups
 from agentgym.evaluation.records import RunFolder, RunSpec, task_key, tasks_digest
 from agentgym.evaluation.report import write_report
 from agentgym.evaluation.scores import RunScores, score
 from agentgym.policies import Policy
-from agentgym.rollout.config import RolloutConfig
+from agentgym.rollout.config import RolloutConfig, TreeRollout
 from agentgym.rollout.runner import Backend
+from agentgym.rollout.scheduler import GroupResult
 from agentgym.tasks import Task
-from agentgym.trajectory import Trajectory
 
 SUMMARY = "summary.json"
 
@@ -62,33 +68,47 @@ async def run_evaluation(
     run = RunFolder(folder)
     previous_wall = _open(run, spec, resume)
     started = time.perf_counter()
-    done = {key for key, record in run.finished().items() if record.scored}
-    pending: dict[str, list[tuple[int, Task, int]]] = {}
-    for i, task in enumerate(tasks):
-        for sample in range(spec.samples):
-            if task_key(task, sample) not in done:
-                pending.setdefault(task.env_id, []).append((i * spec.samples + sample, task, sample))
-    total, finished = len(tasks) * spec.samples, len(done)
+    scored = {key for key, record in run.finished().items() if record.scored}
+    pending = _pending(spec, tasks, scored)
+    total = len(tasks) * spec.samples
+    finished = total - sum(len(samples) for groups in pending.values() for _, samples in groups.values())
+    tree = spec.rollout_sampling == "latr"
     config = RolloutConfig(concurrency=concurrency, seed=spec.seed, max_retries=spec.max_retries,
-                           timeouts=timeouts or Timeouts())
-    for env_id, items in pending.items():
-        by_index = {index: (task, sample) for index, task, sample in items}
+                           timeouts=timeouts or Timeouts(), group_size=spec.samples if tree else 1,
+                           sampling=spec.rollout_sampling, latr=spec.latr or TreeRollout())
+    for env_id, groups in pending.items():
 
-        def settle(index: int, final: Trajectory, failed: list[Trajectory], env_id: str = env_id,
-                   by_index: dict[int, tuple[Task, int]] = by_index) -> None:
+        def settle(group: GroupResult, env_id: str = env_id, groups: dict[int, tuple[Task, list[int]]] = groups) -> None:
             nonlocal finished
-            task, sample = by_index[index]
-            run.append(task, sample, final, failed)
-            finished += 1
+            task, samples = groups[group.index]
+            for sample, (final, failed) in zip(samples, group_samples(group, len(samples)), strict=False):
+                run.append(task, sample, final, failed)
+                finished += 1
             if on_progress is not None:
                 on_progress(Progress(env_id, finished, total))
 
         if on_progress is not None:
             on_progress(Progress(env_id, finished, total))
-        await play_tasks(env_id, policy, [task for _, task, _ in items], config, settle,
-                         indices=[index for index, _, _ in items], env_kwargs=spec.env_kwargs(env_id),
-                         backend=backend)
+        await play_groups(env_id, policy, [task for task, _ in groups.values()], config, settle,
+                          indices=list(groups), env_kwargs=spec.env_kwargs(env_id), backend=backend)
     return finish(run.path, previous_wall + time.perf_counter() - started)
+
+
+def _pending(spec: RunSpec, tasks: list[Task], scored: set[str]) -> dict[str, dict[int, tuple[Task, list[int]]]]:
+    """What is left to play, by environment: each rollout group's index, its task and the samples it plays.
+    Stochastic: every sample without a scored record, alone as group ``i * samples + s``; ``latr``: every task
+    with a sample not scored, all its samples as group ``i`` (a tree cannot be partly replayed)."""
+    pending: dict[str, dict[int, tuple[Task, list[int]]]] = {}
+    for i, task in enumerate(tasks):
+        missing = [s for s in range(spec.samples) if task_key(task, s) not in scored]
+        if not missing:
+            continue
+        groups = pending.setdefault(task.env_id, {})
+        if spec.rollout_sampling == "latr":
+            groups[i] = (task, list(range(spec.samples)))
+        else:
+            groups.update({i * spec.samples + s: (task, [s]) for s in missing})
+    return pending
 
 
 def finish(folder: str | Path, wall_seconds: float | None = None) -> RunScores:
