@@ -8,10 +8,11 @@ import sys
 import time
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import click
 import yaml
+from pydantic import ValidationError
 from rich.table import Table
 
 from agentgym.cli import _bad_arguments, _select, err, out
@@ -23,11 +24,12 @@ from agentgym.evaluation.report import NOTHING_SCORED, number, percent
 from agentgym.evaluation.run import Progress as RunProgress
 from agentgym.evaluation.run import run_evaluation
 from agentgym.evaluation.scores import RunScores
-from agentgym.inference import ENGINES, SamplingParams
+from agentgym.inference import ENGINES, SamplingParams, engine_class
 from agentgym.policies import POLICIES, Policy, get_policy
 from agentgym.policies.engines import engine_policy
 from agentgym.progress import LiveProgress
 from agentgym.registration import make
+from agentgym.rollout.config import TreeRollout
 from agentgym.rollout.runner import Backend
 from agentgym.suites import load_suite
 from agentgym.tasks import Task, TaskSet
@@ -55,6 +57,13 @@ NOTHING_SCORED_EXIT = 3
               help="Prompt plus response tokens of an episode (torch, vllm); a longer episode ends truncated.")
 @click.option("--samples", type=click.IntRange(min=1), default=1, show_default=True,
               help="Episodes per task (pass@k for k up to this).")
+@click.option("--sampling", "rollout_sampling", type=click.Choice(["stochastic", "latr"]), default="stochastic",
+              show_default=True,
+              help="How a task's --samples are drawn: each on its own, or (latr, a torch or vllm model) as one tree "
+                   "of episodes that fork where the model is unsure, as in training with rollout.sampling: latr.")
+@click.option("--latr", "latr_args", multiple=True, metavar="KEY=VALUE",
+              help="With --sampling latr: one of LATR's settings (rollout.latr of training, a YAML value), e.g. "
+                   "tau_abs=0.1 or forced_turn=4; repeatable.")
 @click.option("--split", type=click.Choice(["train", "test"]), default="test", show_default=True)
 @click.option("--episodes", type=click.IntRange(min=1), default=50, show_default=True,
               help="Tasks per named environment (not with --suite).")
@@ -82,9 +91,9 @@ NOTHING_SCORED_EXIT = 3
 def eval_command(
     env_ids: tuple[str, ...], suite: str | None, eval_all: bool, family: str | None, policy: str | None,
     engine: str | None, model_path: str | None, base_url: str | None, tokenizer: str | None, temperature: float,
-    top_p: float, max_tokens: int, max_context: int, samples: int, split: str, episodes: int, difficulty: str | None,
-    seed: int, env_args: tuple[str, ...], concurrency: int, retries: int, out_dir: Path | None, resume: bool,
-    as_json: bool, backend: str, ray_address: str | None, env_workers: int, engine_replicas: int,
+    top_p: float, max_tokens: int, max_context: int, samples: int, rollout_sampling: Literal["stochastic", "latr"],
+    latr_args: tuple[str, ...], split: str, episodes: int, difficulty: str | None, seed: int, env_args: tuple[str, ...],
+    concurrency: int, retries: int, out_dir: Path | None, resume: bool, as_json: bool, backend: str, ray_address: str | None, env_workers: int, engine_replicas: int,
 ) -> None:
     """Evaluate a reference policy or a model on a suite or on environments; write a report.
 
@@ -101,14 +110,15 @@ def eval_command(
     if resume and out_dir is None:
         raise click.UsageError("--resume needs --out, the folder of the evaluation to continue")
     with _bad_arguments():
+        latr = _latr(rollout_sampling, latr_args, engine, samples)
         suite_name, suite_sha, tasks = _tasks(env_ids, suite, eval_all, family, split, episodes, difficulty, seed)
         parsed_args = _env_args(env_args, {t.env_id for t in tasks})
     sampling = SamplingParams(temperature=temperature, top_p=top_p, max_tokens=max_tokens) if engine else None
     agent = policy or f"{engine}-{Path(str(model_path)).name or model_path}"
     spec = RunSpec(agent=agent, policy=policy, engine=engine, model=model_path, base_url=base_url, tokenizer=tokenizer,
                    sampling=sampling, suite=suite_name, suite_sha256=suite_sha, split=split,
-                   tasks_sha256=tasks_digest(tasks), samples=samples, seed=seed, max_retries=retries,
-                   env_args=parsed_args)
+                   tasks_sha256=tasks_digest(tasks), samples=samples, rollout_sampling=rollout_sampling, latr=latr,
+                   seed=seed, max_retries=retries, env_args=parsed_args)
     label = suite_name or (tasks[0].env_id.replace("/", "-") if len({t.env_id for t in tasks}) == 1 else "envs")
     out_dir = out_dir or Path("runs") / "eval" / f"{label}-{agent}-{time.strftime('%Y%m%d-%H%M%S')}"
     where = BackendConfig(backend=backend, ray=RayConfig(address=ray_address, env_workers=env_workers,
@@ -153,6 +163,43 @@ def _tasks(env_ids: tuple[str, ...], suite: str | None, eval_all: bool, family: 
         tasks += TaskSet.generate(env_id, episodes, split=split, start=seed,  # type: ignore[arg-type]
                                   difficulties=[difficulty] if difficulty else levels)
     return None, None, tasks
+
+
+def _latr(rollout_sampling: str, args: tuple[str, ...], engine: str | None, samples: int) -> TreeRollout | None:
+    """LATR's settings with the ``--latr KEY=VALUE`` overrides (None under stochastic sampling); refuses a
+    reference policy and an engine that cannot grow trees, and warns when the tree could never branch."""
+    if rollout_sampling != "latr":
+        if args:
+            raise ValueError("--latr sets LATR's settings; it needs --sampling latr")
+        return None
+    if engine is None:
+        raise ValueError("--sampling latr grows trees from a model's token distributions; evaluate a model "
+                         "(--engine torch or vllm with --model), not a reference --policy")
+    growers = [name for name in ENGINES if hasattr(engine_class(name), "generate_tree")]
+    if engine not in growers:
+        raise ValueError(f"--sampling latr needs an engine that grows trees ({', '.join(growers)}); "
+                         f"the {engine} engine does not")
+    overrides: dict[str, Any] = {}
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        if not sep:
+            raise ValueError(f"--latr {arg!r} is not KEY=VALUE")
+        if key not in TreeRollout.model_fields:
+            raise ValueError(f"--latr {key}: not one of LATR's settings; choose one of: "
+                             f"{', '.join(TreeRollout.model_fields)}")
+        overrides[key] = yaml.safe_load(value)
+    try:
+        latr = TreeRollout.model_validate(overrides)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = str(first["loc"][0]) if first["loc"] else "latr"
+        raise ValueError(f"--latr {key}: {first['msg']}") from None
+    width = latr.width(samples, 0)
+    if width < 2:
+        err.print(f"warning: --sampling latr with --samples {samples}: the tree holds {width} episode(s) "
+                  "(round(samples * η) at step 0), so it never branches; pass@k over trees wants --samples 2 or more",
+                  markup=False)
+    return latr
 
 
 def _env_args(args: tuple[str, ...], env_ids: set[str]) -> dict[str, dict[str, Any]]:
