@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from agentgym.evaluation.document import (
@@ -15,13 +17,15 @@ from agentgym.evaluation.document import (
     Heading,
     Image,
     Label,
+    Node,
     Paragraph,
     Table,
+    Tree,
     to_html,
     to_markdown,
 )
 from agentgym.evaluation.records import EpisodeRecord, InfraRecord, RunFolder, RunSpec
-from agentgym.evaluation.scores import Breakdown, RunScores
+from agentgym.evaluation.scores import LEVELS, Breakdown, RunScores
 
 PLOT = "scores.png"
 TRANSCRIPTS = 3
@@ -31,6 +35,8 @@ MAX_TEXT = 1500
 MAX_TURNS = 12
 """Turns of an episode shown: the first and the last, the middle elided."""
 _SCREEN = re.compile(r"!\[screen\]\(([^)]+)\)")
+TREES_DRAWN = 8
+"""Task groups of a ``latr`` run whose tree is drawn, the first in task order; each group has a line in a table."""
 NOTHING_SCORED = "n/a — no episode was scored"
 """What a success rate over no scored episode reads as (it is undefined, not 0%)."""
 
@@ -76,6 +82,11 @@ def _blocks(spec: RunSpec, s: RunScores, records: list[EpisodeRecord], first: In
     if spec.sampling is not None:
         setup.append(f"sampling: temperature {spec.sampling.temperature}, top_p {spec.sampling.top_p}, "
                      f"{spec.sampling.max_tokens} tokens per turn")
+    if spec.latr is not None:
+        changed = spec.latr.model_dump(exclude_defaults=True)
+        setup.append(f"tree sampling (LATR): each task's {spec.samples} samples one group, "
+                     f"{spec.latr.width(spec.samples, 0)} of them grown as a tree, the rest stochastic; settings: "
+                     + (", ".join(f"`{k}={v}`" for k, v in changed.items()) or "the defaults"))
     if spec.env_args:
         setup.append("environment arguments: " + "; ".join(f"`{env}`: `{args}`" for env, args in spec.env_args.items()))
     blocks: list[Block] = [
@@ -88,6 +99,8 @@ def _blocks(spec: RunSpec, s: RunScores, records: list[EpisodeRecord], first: In
         Heading("By environment"), _table(s.by_env),
     ]
     blocks += _infra(s, records, first)
+    if spec.rollout_sampling == "latr":
+        blocks += _trees(spec, records)
     by_family: dict[str, list[EpisodeRecord]] = {}
     for r in records:
         if r.scored:
@@ -99,6 +112,116 @@ def _blocks(spec: RunSpec, s: RunScores, records: list[EpisodeRecord], first: In
         blocks.append(Heading(heading))
         blocks += [Fold(_episode_title(r), _transcript(r)) for r in chosen] or [Paragraph("None scored.")]
     return blocks
+
+
+def _trees(spec: RunSpec, records: list[EpisodeRecord]) -> list[Block]:
+    """A ``latr`` run's trees: a line of counts per task group, and the first groups drawn (episodes as nodes,
+    forks as edges, the stochastic episodes that filled the group apart)."""
+    groups: dict[str, list[EpisodeRecord]] = {}
+    for r in sorted(records, key=lambda r: r.sample):
+        groups.setdefault(r.task.id, []).append(r)
+    ordered = sorted(groups.values(), key=lambda rs: (rs[0].task.env_id, LEVELS.get(rs[0].task.difficulty or "", 9),
+                                                       rs[0].task.difficulty or "", rs[0].task.seed))
+    stats = [_GroupStats.of(rs) for rs in ordered]
+    blocks: list[Block] = [Heading("Trees")]
+    if not stats:
+        return [*blocks, Paragraph("No task group was played.")]
+
+    def mean_of(count: Callable[[_GroupStats], int]) -> float:
+        return sum(map(count, stats)) / len(stats)
+
+    blocks.append(Paragraph(
+        f"Each task's {spec.samples} samples were played as one group grown as a tree of episodes that fork where "
+        f"the model is unsure; what the tree fell short of (branches pruned, never made, or lost) was refilled with "
+        f"stochastic episodes. In a drawing, an edge names the turn (counted from 1) from which a branch went "
+        f"its own way. Per group, on average: {mean_of(lambda g: g.made):.1f} branches made, "
+        f"{mean_of(lambda g: g.pruned):.1f} pruned, {mean_of(lambda g: g.grown):.1f} of {spec.samples} samples from "
+        f"the tree, {mean_of(lambda g: g.distinct):.1f} distinct action sequences."))
+    blocks.append(Table(["task", "made", "pruned", "tree turns", "from the tree", "refilled", "distinct actions",
+                         "solved"],
+                        [[g.task, str(g.made), str(g.pruned), str(g.turns), str(g.grown), str(g.refilled),
+                          str(g.distinct), f"{g.solved} of {g.samples}"] for g in stats], numeric={1, 2, 3, 4, 5, 6}))
+    for g, rs in list(zip(stats, ordered, strict=True))[:TREES_DRAWN]:
+        grown = [r for r in rs if "branch" in r.trajectory.info]
+        refills = [r for r in rs if "branch" not in r.trajectory.info]
+        drawn: list[Block] = [Tree(_tree_nodes(grown))] if grown else [Paragraph("The tree kept no episode.")]
+        if refills:
+            drawn += [Paragraph("Refilled with stochastic episodes (not grown in the tree):"),
+                      Tree([_node(r) for r in refills], css="refills")]
+        blocks.append(Fold(f"{g.task}: {g.grown} from the tree ({g.made} branches made, {g.pruned} pruned), "
+                           f"{g.refilled} refilled, {g.solved} of {g.samples} solved", drawn))
+    if len(ordered) > TREES_DRAWN:
+        blocks.append(Paragraph(f"The trees of the other {len(ordered) - TREES_DRAWN} groups are not drawn."))
+    return blocks
+
+
+@dataclass(frozen=True)
+class _GroupStats:
+    """A task group's counts under ``latr``."""
+
+    task: str
+    samples: int
+    made: int
+    """Forks the tree made (``info["tree"]``), ..."""
+    pruned: int
+    """... pruned with their descendants, ..."""
+    turns: int
+    """... and the turns its tree phase lasted."""
+    grown: int
+    """Samples grown in the tree."""
+    refilled: int
+    """Samples played on their own (the tree fell short)."""
+    distinct: int
+    """Distinct action sequences over the samples."""
+    solved: int
+
+    @classmethod
+    def of(cls, rs: list[EpisodeRecord]) -> _GroupStats:
+        tree: dict[str, int] = next((r.trajectory.info["tree"] for r in rs if "tree" in r.trajectory.info), {})
+        grown = sum("branch" in r.trajectory.info for r in rs)
+        return cls(task=rs[0].task.id, samples=len(rs), made=int(tree.get("made", 0)),
+                   pruned=int(tree.get("pruned", 0)), turns=int(tree.get("turns", 0)), grown=grown,
+                   refilled=len(rs) - grown, distinct=len({tuple(t.action for t in r.trajectory.turns) for r in rs}),
+                   solved=sum(r.success for r in rs))
+
+
+def _tree_nodes(grown: list[EpisodeRecord]) -> list[Node]:
+    """The tree's episodes as nodes under their parents; one whose parent was not kept (lost to infrastructure)
+    hangs from nothing, its edge naming the parent."""
+    nodes = {int(r.trajectory.info["branch"]): _node(r) for r in grown}
+    roots = []
+    for r in sorted(grown, key=lambda r: int(r.trajectory.info["branch"])):
+        info = r.trajectory.info
+        node, parent = nodes[int(info["branch"])], info.get("parent")
+        if parent is None:
+            roots.append(node)
+        elif int(parent) in nodes:
+            nodes[int(parent)].children.append(node)
+        else:
+            node.edge = f"from branch {parent} (not kept), {_fork(r)}"
+            roots.append(node)
+    return roots
+
+
+def _node(r: EpisodeRecord) -> Node:
+    """An episode as a node: branch (or refill) and sample, outcome, reward, turns and status."""
+    info = r.trajectory.info
+    outcome = "lost to infrastructure" if not r.scored else "solved" if r.success else "not solved"
+    tree = "branch" in info
+    name = f"branch {info['branch']}, sample {r.sample}" if tree else f"sample {r.sample}"
+    data = {"key": r.key, "sample": str(r.sample), "status": r.status, "success": str(r.success).lower()}
+    if tree:
+        data |= {"branch": str(info["branch"]), "parent": "" if info.get("parent") is None else str(info["parent"]),
+                 "fork-turn": str(info.get("fork_turn", 0))}
+    css = ["solved" if r.success else "" if r.scored else "error", "" if tree else "refill"]
+    return Node(f"{name}: {outcome}, reward {r.reward:.3f}, {r.turns} turns, {r.status}",
+                edge=_fork(r) if tree and info.get("parent") is not None else "", css=" ".join(c for c in css if c),
+                data=data)
+
+
+def _fork(r: EpisodeRecord) -> str:
+    """Where a branch forked from its parent: the turn (from 1) that it answered on its own first."""
+    return f"fork at turn {int(r.trajectory.info.get('fork_turn') or 0) + 1}"
 
 
 def _best_first(r: EpisodeRecord) -> tuple[bool, float, int, str]:
