@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from agentgym.config import Config
 from agentgym.rollout.config import TreeRollout
@@ -54,10 +54,3 @@ class BackendConfig(Config):
     (``round(G * η)``) grown as one tree of episodes that fork where the policy is unsure."""
     latr: TreeRollout = TreeRollout()
     """LATR's settings, within a turn and across turns (for ``sampling: latr``)."""
-
-    @model_validator(mode="after")
-    def _trees_play_here(self) -> BackendConfig:
-        if self.sampling == "latr" and self.backend == "ray":
-            raise ValueError("sampling: latr runs on the local backend for now (the Ray engine replicas do not grow "
-                             "trees yet); set rollout.backend=local or rollout.sampling=stochastic")
-        return self

@@ -2,7 +2,8 @@
 :class:`ReplicatedEngine`, the :class:`~agentgym.inference.types.InferenceEngine` that routes to them.
 
 * Routing: every request of one conversation (``GenerationRequest.session``) goes to the same replica, whose
-  prefix cache holds it; a new conversation goes to the least loaded replica. The routing runs in whichever
+  prefix cache holds it, a LATR tree of a turn included (its forks share that prefix, and the replica's engine
+  grows the whole tree); a new conversation goes to the least loaded replica. The routing runs in whichever
   process sends the request (the env workers), so requests go straight to the replicas.
 * Weights: :meth:`ReplicatedEngine.update_weights` puts the state dict in Ray's object store once, posts it
   on a board and sends it to every replica; each interrupts its requests in flight, which continue under the
@@ -22,7 +23,7 @@ import os
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,15 @@ from ray.exceptions import RayActorError
 from agentgym.cluster.members import Members, answer
 from agentgym.errors import AgentGymError
 from agentgym.inference import engine_class
-from agentgym.inference.types import EngineStats, GenerationRequest, GenerationResult, SleepingEngine
+from agentgym.inference.tree import LatrParams
+from agentgym.inference.types import (
+    EngineStats,
+    GenerationRequest,
+    GenerationResult,
+    SleepingEngine,
+    TreeEngine,
+    TreeResult,
+)
 
 SESSIONS = 65536
 """Conversations a client remembers the replica of (least recently used forgotten first)."""
@@ -90,6 +99,13 @@ class EngineReplica:
         await self._catch_up()
         return await self.engine.generate(request)
 
+    async def generate_tree(self, request: GenerationRequest, params: LatrParams, width: int) -> TreeResult:
+        await self._catch_up()
+        if not isinstance(self.engine, TreeEngine):
+            raise AgentGymError(f"tree rollouts need an engine that grows trees (torch or vllm), not "
+                                f"{self.engine.name}")
+        return await self.engine.generate_tree(request, params, width)
+
     async def update_weights(self, weights: Mapping[str, Any] | str, version: int) -> int:
         await self._catch_up()
         return await self.engine.update_weights(weights, version=version)
@@ -126,7 +142,9 @@ def _remote(cls: type) -> Any:
 
 class EngineClient:
     """Sends requests to engine replicas: one conversation to one replica, a new one to the least loaded, and a
-    request whose replica died to another. Picklable: it is what an env worker's policy holds."""
+    request whose replica died to another. Picklable: it is what an env worker's policy holds. A
+    :class:`~agentgym.inference.types.TreeEngine` (its replicas grow the trees) whose weights and counters belong
+    to the :class:`ReplicatedEngine` that owns the replicas: a client refuses ``update_weights`` and counts nothing."""
 
     def __init__(self, name: str, model: str, replicas: list[Any], version: int = 0) -> None:
         self.name, self.model = name, model
@@ -158,14 +176,44 @@ class EngineClient:
         return self._tokenizer
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
+        result: GenerationResult = await self._on_replica(request, lambda replica: replica.generate.remote(request))
+        return result
+
+    async def generate_tree(self, request: GenerationRequest, params: LatrParams, width: int) -> TreeResult:
+        """Grow ``request``'s tree on the replica of its conversation (see
+        :meth:`~agentgym.inference.types.TreeEngine.generate_tree`); a replica that dies meanwhile loses the tree,
+        which is grown again on another."""
+        result: TreeResult = await self._on_replica(
+            request, lambda replica: replica.generate_tree.remote(request, params, width))
+        return result
+
+    async def update_weights(self, weights: Mapping[str, Any] | str | Path, *, version: int | None = None) -> int:
+        """Refused: only the :class:`ReplicatedEngine` that made the replicas publishes their weights."""
+        raise AgentGymError("an engine client cannot update the replicas' weights; the ReplicatedEngine that owns "
+                            "them does")
+
+    def stats(self) -> EngineStats:
+        """Nothing counted here (the :class:`ReplicatedEngine` that owns the replicas reads their counters)."""
+        return EngineStats()
+
+    def reset_stats(self) -> None:
+        """Nothing to reset here (see :meth:`stats`)."""
+
+    async def close(self) -> None:
+        """Stop waiting for dead replicas to come back (the replicas themselves live on); safe to call twice."""
+        if self._members is not None:
+            self._members.stop_probing()
+
+    async def _on_replica(self, request: GenerationRequest, call: Callable[[Any], ray.ObjectRef[Any]]) -> Any:
+        """``call(replica)``'s answer from the replica of ``request``'s conversation, or from another where that
+        one died (until one answers, or :class:`EngineUnavailable` after :data:`REPLICA_WAIT` seconds)."""
         members = self.members
         deadline = time.monotonic() + REPLICA_WAIT
         while True:
             index = self._route(request.session)
             with members.holding(index) as replica:
                 try:
-                    result: GenerationResult = await answer(replica.generate.remote(request))
-                    return result
+                    return await answer(call(replica))
                 except RayActorError as exc:
                     members.died(index, exc)
                     if time.monotonic() > deadline:

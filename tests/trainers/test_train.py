@@ -245,8 +245,7 @@ def _agentgym(monkeypatch, capsys, *args: str) -> tuple[int, str]:
      ("trainer.strategy=zero3", "trainer.strategy"), ("trainer.world_size=0", "trainer.world_size"),
      ("trainer.world_size=2 trainer.strategy=single", "trainer.strategy"),
      ("rollout.sampling=tree", "rollout.sampling"), ("rollout.latr.tau_abs=2", "rollout.latr.tau_abs"),
-     ("rollout.latr.width_schedule={10:0.5}", "rollout.latr.width_schedule"),
-     ("rollout.sampling=latr rollout.backend=ray", "rollout")],
+     ("rollout.latr.width_schedule={10:0.5}", "rollout.latr.width_schedule")],
 )
 def test_a_bad_override_exits_2_naming_the_key(tiny_model_dir, tmp_path, monkeypatch, capsys, override, key):
     config_file = tmp_path / "train.yaml"
