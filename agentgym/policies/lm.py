@@ -14,8 +14,8 @@ from agentgym.inference.types import (
     GenerationResult,
     InferenceEngine,
     SamplingParams,
-    TreeBranch,
     TreeEngine,
+    TreeResult,
 )
 from agentgym.messages import Message
 from agentgym.rollout.render import ChatRenderer
@@ -61,19 +61,19 @@ class TokenSession:
         self.policy, self.env, self.rng = policy, env, rng
         self.tokens = TokenRecord(policy.renderer, [t.to_openai() for t in env.tools])
         self.id = uuid.uuid4().hex
+        """Routes the episode's requests to one engine replica (a fork keeps its parent's, to share its prefix)."""
 
     async def act(self, observation: list[Message]) -> str:
         result = await self.policy.engine.generate(self._request(observation))
         return self.take(result)
 
-    async def grow(self, observation: list[Message], params: LatrParams, width: int) -> list[TreeBranch]:
+    async def grow(self, observation: list[Message], params: LatrParams, width: int) -> TreeResult:
         """This turn's answers as a tree of at most ``width`` branches (the engine's LATR tree phase): the
-        first is this session's own; :meth:`take` one, and :meth:`fork` the session for each other."""
+        first branch is this session's own; :meth:`take` one, and :meth:`fork` the session for each other."""
         engine = self.policy.engine
         if not isinstance(engine, TreeEngine):
             raise AgentGymError(f"tree rollouts need an engine that grows trees (torch or vllm), not {engine.name}")
-        tree = await engine.generate_tree(self._request(observation), params, width)
-        return tree.branches
+        return await engine.generate_tree(self._request(observation), params, width)
 
     def take(self, result: GenerationResult) -> str:
         """Record ``result`` as this turn's response; the agent's text."""
@@ -83,9 +83,10 @@ class TokenSession:
                                    tree_chosen=result.tree_chosen or None)
 
     def fork(self, rng: np.random.Generator) -> TokenSession:
-        """A session that goes on from this one's record (a forked episode's), with its own ``rng``."""
+        """A session that goes on from this one's record (a forked episode's), with its own ``rng``; its requests
+        go where this one's do, whose cache holds the prefix they share."""
         twin = TokenSession(self.policy, self.env, rng)
-        twin.tokens = self.tokens.copy()
+        twin.tokens, twin.id = self.tokens.copy(), self.id
         return twin
 
     def _request(self, observation: list[Message]) -> GenerationRequest:

@@ -27,6 +27,11 @@ class RolloutMetrics(BaseModel):
     groups_complete: int = 0
     groups_failed: int = 0
     generated_tokens: int = 0
+    """Agent tokens of the episodes counted (a token a forked episode shares with its parent counts in each)."""
+    decoded_tokens: int = 0
+    """Agent tokens the engine decoded for them: each ordinary episode's own, and for each tree the engine's trees
+    (pruned branches and lookaheads included, a shared prefix once) and its episodes' sampled continuations. What
+    tree and stochastic sampling compare on as cost."""
     wall_seconds: float = 0.0
     """From the start of the rollout to its latest settled episode (to its end, once it has ended)."""
     policy_seconds: float = 0.0
@@ -59,6 +64,7 @@ class RolloutMetrics(BaseModel):
         self.tree_groups += 1
         self.tree_branches += int(tree.get("made", 0))
         self.tree_pruned += int(tree.get("pruned", 0))
+        self.decoded_tokens += int(tree.get("decoded", 0))
 
     def count_finished(self, trajectory: Trajectory, lag: int) -> None:
         self.staleness[lag] = self.staleness.get(lag, 0) + 1
@@ -72,6 +78,8 @@ class RolloutMetrics(BaseModel):
 
     def _add_time(self, trajectory: Trajectory) -> None:
         self.generated_tokens += sum(trajectory.loss_mask)
+        if "tree" not in trajectory.info:  # a tree's tokens are counted once, by count_tree
+            self.decoded_tokens += sum(trajectory.loss_mask)
         self.tree_tokens += sum(trajectory.tree_chosen)
         self.policy_seconds += trajectory.timings.get("policy_seconds", 0.0)
         self.env_seconds += trajectory.timings.get("env_seconds", 0.0)
@@ -94,7 +102,7 @@ class RolloutMetrics(BaseModel):
         out: dict[str, Any] = {
             f"rollout/{k}": getattr(self, k)
             for k in ("started", "finished", "errored", "cancelled", "dropped", "retried", "generated_tokens",
-                      "close_errors")
+                      "decoded_tokens", "close_errors")
         }
         if self.tree_groups:
             out.update({f"rollout/{k}": getattr(self, k)

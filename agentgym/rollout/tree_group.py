@@ -83,6 +83,9 @@ class _Tree:
         self.settings, self.timeouts = settings, timeouts
         self.seats: dict[int, _Seat] = {}
         self.made = self.pruned = self.turn = 0
+        self.decoded = 0
+        """Tokens decoded for the tree: its engine trees' (pruned branches and lookaheads included, a shared
+        prefix once) and its episodes' sampled continuations."""
         self.started = time.perf_counter()
 
     async def grow(self, width: int) -> None:
@@ -100,6 +103,7 @@ class _Tree:
     async def play_on(self, seat: _Seat) -> None:
         """Finish a seat's episode by ordinary sampling; a full context ends it as ``truncated``."""
         observation = seat.observations[-1]
+        before = sum(seat.session.tokens.loss_mask)
         try:
             while not seat.done:
                 tick = time.perf_counter()
@@ -111,6 +115,8 @@ class _Tree:
             seat.done = True
             seat.trajectory.status = "truncated"
             seat.trajectory.info["truncated_by"] = str(exc)
+        finally:
+            self.decoded += sum(seat.session.tokens.loss_mask) - before
 
     def fail(self, exc: BaseException) -> None:
         """Mark every unfinished episode as failed by ``exc``."""
@@ -121,7 +127,8 @@ class _Tree:
     def close(self) -> None:
         """Record each session's tokens and the tree's counts, and give the environments back."""
         for seat in self.seats.values():
-            seat.trajectory.info["tree"] = {"made": self.made, "pruned": self.pruned, "turns": self.turn}
+            seat.trajectory.info["tree"] = {"made": self.made, "pruned": self.pruned, "turns": self.turn,
+                                            "decoded": self.decoded}
             seat.episode.record(seat.session)
             seat.trajectory.timings["total_seconds"] = time.perf_counter() - self.started
             seat.trajectory.timings["policy_seconds"] = sum(t.policy_seconds for t in seat.trajectory.turns)
@@ -139,9 +146,10 @@ class _Tree:
                                                                      self.settings, 1 + room) for index in live))
         seconds = time.perf_counter() - tick
         chosen = {}
-        for index, branches in zip(live, trees, strict=True):
-            chosen[index] = branches[0].result
-            for branch in branches[1:]:
+        self.decoded += sum(tree.decoded_tokens for tree in trees)
+        for index, grown in zip(live, trees, strict=True):
+            chosen[index] = grown.branches[0].result
+            for branch in grown.branches[1:]:
                 if len(self.seats) >= width:
                     break
                 self.made += 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 
+import numpy as np
 import pytest
 
 import agentgym
@@ -76,6 +77,26 @@ def test_the_same_seed_grows_the_same_tree(policy):
     first = [[turn.action for turn in t.turns] for t in play(policy, width=3)]
     second = [[turn.action for turn in t.turns] for t in play(policy, width=3)]
     assert first == second
+
+
+def test_a_forked_session_copies_the_record_and_keeps_its_replica(policy):
+    env = agentgym.make("games/FrozenLake-v0", **LAKE)
+    try:
+        parent = policy.start(env, np.random.default_rng(0))
+        parent.tokens.observe(env.reset(seed=1)[0])
+        child = parent.fork(np.random.default_rng(1))
+        assert child.id == parent.id  # routed to the replica whose cache holds their shared prefix
+        assert child.tokens.token_ids == parent.tokens.token_ids and child.tokens is not parent.tokens
+    finally:
+        env.close()
+
+
+def test_a_tree_counts_the_tokens_it_decoded(policy):
+    alone = play(policy, width=1)  # no room to fork: the tree is one ordinary episode
+    assert len(alone) == 1 and alone[0].info["tree"]["decoded"] == sum(alone[0].loss_mask) > 0
+    forked = play(policy, width=4, settings=EAGER.model_copy(update={"prune_same_observation": False}))
+    assert forked[0].info["tree"]["made"] > 0
+    assert forked[0].info["tree"]["decoded"] >= max(sum(t.loss_mask) for t in forked)
 
 
 class Drifting(CounterEnv):

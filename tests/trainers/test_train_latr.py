@@ -20,6 +20,7 @@ def test_a_latr_run_trains_on_full_groups_of_tree_and_fresh_episodes(tiny_model_
     for record in records:
         assert record["rollout/tree_groups"] > 0 and record["rollout/tree_branches"] > 0
         assert 0 < record["rollout/tree_token_fraction"] <= 1
+        assert record["rollout/decoded_tokens"] > 0
         assert abs(record["train/mismatch_k3"]) < 1e-4  # tree tokens keep the sampling distribution's logprobs
     for batch in _batches(config.run_dir):
         assert len(batch["seeds"]) == config.trainer.groups_per_step * config.trainer.group_size
