@@ -196,9 +196,9 @@ def _latr(rollout_sampling: str, args: tuple[str, ...], engine: str | None, samp
         raise ValueError(f"--latr {key}: {first['msg']}") from None
     width = latr.width(samples, 0)
     if width < 2:
-        err.print(f"warning: --sampling latr with --samples {samples}: the tree holds {width} episode(s) "
-                  "(round(samples * η) at step 0), so it never branches; pass@k over trees wants --samples 2 or more",
-                  markup=False)
+        click.echo(f"warning: --sampling latr with --samples {samples}: the tree holds {width} episode(s) "
+                   "(round(samples * η) at step 0), so it never branches; trees want more --samples (or a larger η "
+                   "in --latr width_schedule)", err=True)
     return latr
 
 
