@@ -22,16 +22,13 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from report import RESULTS, load_average, machine, write_result
+from warm_start import CONFIGS, warm_start
 
 import agentgym
 from agentgym.config import load_config
 from agentgym.metrics_log import read_metrics
-from agentgym.models import init_model
 from agentgym.trainers import TrainConfig, train
-from agentgym.trainers.sft import SFTRunConfig, run_sft
 
-ROOT = HERE.parents[1]
-CONFIGS = ROOT / "trainers" / "configs"
 ENV_ID = "perf/LongTailLake-v0"
 GOAL = {"speedup": 1.5, "success_gap_points": 5.0}
 
@@ -50,7 +47,7 @@ def main() -> None:
     agentgym.register(ENV_ID, "long_tail_env:LongTailLake")
     with tempfile.TemporaryDirectory(prefix="agentgym-async-vs-sync-") as tmp:
         work = Path(tmp)
-        model = args.model or _warm_start(work)
+        model = args.model or warm_start(work)
         arms = {}
         for ratio in (0, 2):
             overrides = [f"model.path={model}", f"output_dir={work / f'async-{ratio}'}", f"env.id={ENV_ID}",
@@ -77,13 +74,6 @@ def main() -> None:
     print(f"speedup {report['speedup']:.2f}x; final held-out success sync {sync['success_after']:.1%}, "
           f"async {decoupled['success_after']:.1%}", file=sys.stderr)
     write_result(report, args.out)
-
-
-def _warm_start(work: Path) -> Path:
-    init_model(work / "tiny-model", preset="tiny", seed=0)
-    sft = run_sft(load_config(SFTRunConfig, CONFIGS / "sft-quickstart.yaml",
-                              [f"model={work / 'tiny-model'}", f"output_dir={work / 'sft'}"]))
-    return sft.model_dir
 
 
 def _arm(config: TrainConfig) -> dict[str, float | int | None]:
