@@ -8,7 +8,8 @@ import importlib.util
 import pytest
 
 from agentgym.metrics_log import read_metrics
-from tests.trainers.test_train import STEPS, _config, _eval_records, _train, _train_records
+from tests.trainers.test_train import STEPS, _batches, _config, _eval_records, _train, _train_records
+from tests.trainers.test_train_latr import EAGER
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(300)]  # vLLM starts in ~45 s, longer on a busy machine
 
@@ -26,3 +27,21 @@ def test_a_run_on_the_vllm_engine_learns(tiny_model_dir, tmp_path):
     before, after = evals[0]["eval/reward_mean"], evals[-1]["eval/reward_mean"]
     assert after > before + 0.005, (before, after)
     assert all(r.get("eval/infra_errors", 0) == 0 for r in read_metrics(config.run_dir))
+
+
+def test_a_latr_run_on_the_vllm_engine_trains_on_full_groups(tiny_model_dir, tmp_path):
+    """Trees grown by vLLM (forks as requests on the cached prefix) train like the torch engine's: full groups,
+    every token with its logprob and version, tree tokens marked, behaviour logprobs the trainer's."""
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip("needs vLLM: bash scripts/setup.sh vllm")
+    config, result = _train(_config(tmp_path / "run", tiny_model_dir, engine={"name": "vllm"}, trainer={"steps": 2},
+                                    eval={"episodes": 0}, rollout={"sampling": "latr", "latr": EAGER}))
+    assert result.steps == 2
+    records = _train_records(config.run_dir)
+    for record in records:
+        assert record["rollout/tree_groups"] > 0 and record["rollout/tree_branches"] > 0
+        assert 0 < record["rollout/tree_token_fraction"] <= 1
+        assert record["rollout/errored"] == 0
+        assert abs(record["train/mismatch_k3"]) < 1e-3  # tree tokens: the untempered logprob, at temperature 1
+    for batch in _batches(config.run_dir):
+        assert len(batch["seeds"]) == config.trainer.groups_per_step * config.trainer.group_size
