@@ -201,12 +201,16 @@ def serve(
     """Serve the model folder ``model`` with the torch engine until interrupted (Ctrl-C): the generations
     in flight are then aborted (a stream ends with an error event) and open connections get
     :data:`SHUTDOWN_GRACE_S` to close."""
-    asyncio.run(_serve(Path(model), host, port, max_body_bytes, engine_kwargs))
+    if asyncio.run(_serve(Path(model), host, port, max_body_bytes, engine_kwargs)):
+        # uvicorn re-raises the signal it stopped on, which cancels asyncio.run's task only if that task still
+        # awaits something; when the engine's close had already finished, the run ends normally instead
+        raise KeyboardInterrupt
 
 
 async def _serve(
     model: Path, host: str, port: int, max_body_bytes: int, engine_kwargs: dict[str, Any]
-) -> None:
+) -> bool:
+    """Serve until a signal stops the server; whether one did."""
     import uvicorn
 
     from agentgym.inference.torch_engine import TorchEngine
@@ -225,6 +229,7 @@ async def _serve(
             aborting.cancel()
     finally:
         await engine.close()
+    return bool(server.should_exit)
 
 
 async def _abort_on_exit(server: Any, engine: InferenceEngine) -> None:
