@@ -319,7 +319,7 @@ class _Run:
                 raise AgentGymError("the rollout ended before training did (every task group failed?)") from None
             if members is None:
                 draw.failed.append(position)
-            elif algorithm.dynamic_sampling and not _has_signal(members):
+            elif algorithm.dynamic_sampling and not has_signal(members):
                 draw.dropped.append(members)
                 background.call(scheduler.release, len(members))
             else:
@@ -352,13 +352,13 @@ class _Run:
         rewards = torch.tensor([t.reward for t in trajectories], dtype=torch.float32)
         group_ids = [i for i, group in enumerate(groups) for _ in group]
         advantages = compute_advantages(algorithm.advantage, rewards, group_ids)
-        mixed = [_has_signal(group) for group in groups]
+        mixed = [has_signal(group) for group in groups]
         keep = [i for i, g in enumerate(group_ids) if mixed[g] or not algorithm.skip_uniform_groups]
         played = trajectories + [t for group in draw.dropped for t in group]
         metrics = _batch_metrics(played, self.learner.version)
         metrics.update(by_environment("rollout", played, self.config.sources))
         metrics["rollout/mixed_group_fraction"] = sum(mixed) / len(groups)
-        metrics["rollout/distinct_action_sequences"] = sum(map(_distinct_actions, groups)) / len(groups)
+        metrics["rollout/distinct_action_sequences"] = sum(map(distinct_actions, groups)) / len(groups)
         if algorithm.dynamic_sampling:
             metrics["dynamic/dropped_groups"] = len(draw.dropped)
             metrics["dynamic/drawn_groups"] = draw.closed
@@ -467,12 +467,12 @@ async def _closed(stream: TrajectoryStream, order: Iterator[int], *, in_order: b
             yield handed[0], closed.pop(handed.popleft())
 
 
-def _has_signal(group: list[Trajectory]) -> bool:
+def has_signal(group: list[Trajectory]) -> bool:
     """Whether a group's rewards differ (else its advantages are all 0)."""
     return len({t.reward for t in group}) > 1
 
 
-def _distinct_actions(group: list[Trajectory]) -> int:
+def distinct_actions(group: list[Trajectory]) -> int:
     """How many different action sequences a group's episodes took (at most its size; 1: they all walked alike)."""
     return len({tuple(turn.action for turn in t.turns) for t in group})
 

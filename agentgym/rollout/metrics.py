@@ -77,9 +77,10 @@ class RolloutMetrics(BaseModel):
         self._add_time(trajectory)
 
     def _add_time(self, trajectory: Trajectory) -> None:
-        self.generated_tokens += sum(trajectory.loss_mask)
+        tokens = sum(trajectory.loss_mask)
+        self.generated_tokens += tokens
         if "tree" not in trajectory.info:  # a tree's tokens are counted once, by count_tree
-            self.decoded_tokens += sum(trajectory.loss_mask)
+            self.decoded_tokens += tokens
         self.tree_tokens += sum(trajectory.tree_chosen)
         self.policy_seconds += trajectory.timings.get("policy_seconds", 0.0)
         self.env_seconds += trajectory.timings.get("env_seconds", 0.0)

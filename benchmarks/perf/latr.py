@@ -45,6 +45,7 @@ from agentgym.metrics_log import read_metrics
 from agentgym.policies.lm import LMPolicy
 from agentgym.rollout.config import RolloutConfig
 from agentgym.trainers import TrainConfig, train
+from agentgym.trainers.loop import distinct_actions, has_signal
 from agentgym.trajectory import Trajectory
 
 ARMS = ("stochastic", "latr")
@@ -104,9 +105,8 @@ async def _sweep(config: TrainConfig, temperature: float, groups: int) -> dict[s
                                     seed=config.trainer.seed, sampling=arm, latr=config.rollout.latr)
             metrics = await play_groups(config.env.id, policy, tasks, rollout, lambda g, closed=closed: closed.append(g.kept),
                                         env_kwargs=config.env.kwargs)
-            out[arm] = {"mixed_group_fraction": statistics.fmean(len({t.reward for t in g}) > 1 for g in closed),
-                        "distinct_action_sequences": statistics.fmean(
-                            len({tuple(turn.action for turn in t.turns) for t in g}) for g in closed),
+            out[arm] = {"mixed_group_fraction": statistics.fmean(map(has_signal, closed)),
+                        "distinct_action_sequences": statistics.fmean(map(distinct_actions, closed)),
                         "success": statistics.fmean(t.success for g in closed for t in g),
                         "decoded_tokens_per_group": metrics.decoded_tokens / len(closed)}
     finally:
