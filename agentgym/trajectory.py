@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
@@ -69,3 +70,13 @@ class Trajectory(BaseModel):
     @property
     def num_turns(self) -> int:
         return len(self.turns)
+
+
+def has_signal(group: Sequence[Trajectory]) -> bool:
+    """Whether a group's rewards differ (else its group-relative advantages are all 0)."""
+    return len({t.reward for t in group}) > 1
+
+
+def distinct_actions(group: Sequence[Trajectory]) -> int:
+    """How many different action sequences a group's episodes took (1: they all walked alike)."""
+    return len({tuple(turn.action for turn in t.turns) for t in group})

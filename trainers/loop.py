@@ -79,7 +79,7 @@ from agentgym.trainers.rank_group import RankGroup, TrainerRankError
 from agentgym.trainers.report import write_report
 from agentgym.trainers.sampler import TaskSampler
 from agentgym.trainers.weight_publish import train_and_publish
-from agentgym.trajectory import Trajectory
+from agentgym.trajectory import Trajectory, distinct_actions, has_signal
 
 CONFIG_FILE = "config.yaml"
 CURVES_FILE = "curves.png"
@@ -465,16 +465,6 @@ async def _closed(stream: TrajectoryStream, order: Iterator[int], *, in_order: b
             yield position, closed.pop(position)
         while in_order and handed and handed[0] in closed:
             yield handed[0], closed.pop(handed.popleft())
-
-
-def has_signal(group: list[Trajectory]) -> bool:
-    """Whether a group's rewards differ (else its advantages are all 0)."""
-    return len({t.reward for t in group}) > 1
-
-
-def distinct_actions(group: list[Trajectory]) -> int:
-    """How many different action sequences a group's episodes took (at most its size; 1: they all walked alike)."""
-    return len({tuple(turn.action for turn in t.turns) for t in group})
 
 
 def _batch_metrics(trajectories: list[Trajectory], version: int) -> dict[str, float]:

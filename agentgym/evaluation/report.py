@@ -26,6 +26,7 @@ from agentgym.evaluation.document import (
 )
 from agentgym.evaluation.records import EpisodeRecord, InfraRecord, RunFolder, RunSpec
 from agentgym.evaluation.scores import LEVELS, Breakdown, RunScores
+from agentgym.trajectory import distinct_actions
 
 PLOT = "scores.png"
 TRANSCRIPTS = 3
@@ -181,7 +182,7 @@ class _GroupStats:
         grown = sum("branch" in r.trajectory.info for r in rs)
         return cls(task=rs[0].task.id, samples=len(rs), made=int(tree.get("made", 0)),
                    pruned=int(tree.get("pruned", 0)), turns=int(tree.get("turns", 0)), grown=grown,
-                   refilled=len(rs) - grown, distinct=len({tuple(t.action for t in r.trajectory.turns) for r in rs}),
+                   refilled=len(rs) - grown, distinct=distinct_actions([r.trajectory for r in rs]),
                    solved=sum(r.success for r in rs))
 
 

@@ -45,8 +45,7 @@ from agentgym.metrics_log import read_metrics
 from agentgym.policies.lm import LMPolicy
 from agentgym.rollout.config import RolloutConfig
 from agentgym.trainers import TrainConfig, train
-from agentgym.trainers.loop import distinct_actions, has_signal
-from agentgym.trajectory import Trajectory
+from agentgym.trajectory import Trajectory, distinct_actions, has_signal
 
 ARMS = ("stochastic", "latr")
 GOAL = {"mixed_group_lead_points": 10.0, "steps_to_target_speedup": 1.3, "final_success_delta_points": 2.0,
