@@ -173,6 +173,38 @@ class CheckpointSection(Config):
     """Checkpoints kept (oldest removed)."""
 
 
+class MuxSection(Config):
+    """Running as one of many synchronous jobs on shared pools (RollMux): ``agentgym mux submit`` or
+    ``agentgym train CONFIG mux.address=...`` joins the co-execution group where the job adds the least cost."""
+
+    address: str | None = None
+    """The Ray cluster whose ``agentgym mux start`` scheduler admits the job (``auto``, ``host:port``); null: the
+    job runs alone."""
+    job: str | None = None
+    """The job's name on the scheduler; null: the run directory's name."""
+    slo: float = Field(2.0, ge=1)
+    """The most this job's step time may grow against running alone (co-run <= slo x solo)."""
+    rollout_seconds: float | None = Field(None, gt=0)
+    """Seconds a step's rollout takes alone on the group's rollout pool (with ``train_seconds``; or ``profile_from``)."""
+    train_seconds: float | None = Field(None, gt=0)
+    """Seconds a step's learning and weight publish take alone on the training pool."""
+    profile_from: str | None = None
+    """A run directory (the same job run alone) whose ``metrics.jsonl`` gives the phase times (their 90th percentile)."""
+    memory_gb: float | None = Field(None, gt=0)
+    """Host memory the job's engine and learner keep resident between phases; null: five times the model's size."""
+    early_release: float | None = Field(0.8, gt=0, le=1)
+    """Once this share of a batch's groups has closed, the rollout pool goes to the next job and this one's
+    stragglers finish beside it; null keeps the pool to the end of the batch."""
+
+    @model_validator(mode="after")
+    def _profiled(self) -> MuxSection:
+        if self.address is not None and self.profile_from is None and \
+                (self.rollout_seconds is None or self.train_seconds is None):
+            raise ValueError("mux.profile_from: admission needs the job's phase times: name a run of it alone "
+                             "(mux.profile_from=RUN_DIR) or give mux.rollout_seconds and mux.train_seconds")
+        return self
+
+
 class TrainConfig(Config):
     """A whole run: ``agentgym train CONFIG.yaml [a.b=value ...]``."""
 
@@ -193,6 +225,8 @@ class TrainConfig(Config):
     checkpoint: CheckpointSection = CheckpointSection()
     rollout: BackendConfig = BackendConfig()
     """Where episodes and the engine run: ``rollout.backend=ray`` puts them in Ray actors (``rollout.ray.*``)."""
+    mux: MuxSection = MuxSection()
+    """Sharing pools with other jobs (``mux.address``); off by default."""
 
     @field_validator("curriculum", mode="before")
     @classmethod
@@ -211,6 +245,12 @@ class TrainConfig(Config):
     def _fits(self) -> TrainConfig:
         if self.trainer.concurrency < self.trainer.group_size:
             raise ValueError("trainer.concurrency must be at least trainer.group_size (a group runs at once)")
+        if self.mux.address is not None and self.trainer.async_ratio:
+            raise ValueError("trainer.async_ratio: a multiplexed job (mux.address) is synchronous, 0: an "
+                             "asynchronous one keeps both pools busy and leaves no bubble for another job to fill")
+        if self.mux.address is not None and self.trainer.colocate:
+            raise ValueError("trainer.colocate: a multiplexed job trains on its group's training pool, apart "
+                             "from the rollout pool")
         return self
 
     @property

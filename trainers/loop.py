@@ -23,6 +23,7 @@ the attempts a group keeps where an episode failed on infrastructure or ``redund
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import json
@@ -74,6 +75,8 @@ from agentgym.trainers.curriculum import SuccessWindow
 from agentgym.trainers.learner import MODEL_DIR, Learner, load_model, resolve_device
 from agentgym.trainers.metrics import by_environment, eval_by_environment
 from agentgym.trainers.mixture import SuiteMixture
+from agentgym.trainers.mux.client import MuxClient
+from agentgym.trainers.mux.turns import PoolTurns
 from agentgym.trainers.progress import TrainProgress
 from agentgym.trainers.rank_group import RankGroup, TrainerRankError
 from agentgym.trainers.report import write_report
@@ -147,7 +150,21 @@ class _Run:
     """One training run from a fresh model or a checkpoint."""
 
     def __init__(self, config: TrainConfig, checkpoint: Path | None, console: Console) -> None:
+        self.client: MuxClient | None = None
+        self.ray_joined = False
+        if config.mux.address is not None:
+            from agentgym.trainers.mux.job import join
+
+            config, self.client, self.ray_joined = join(config)
+        try:
+            self._setup(config, checkpoint, console)
+        except BaseException as error:
+            self._leave(error)
+            raise
+
+    def _setup(self, config: TrainConfig, checkpoint: Path | None, console: Console) -> None:
         self.config, self.console = config, console
+        self.turns: PoolTurns | None = None
         self.run_dir = config.run_dir
         if config.engine.threads is not None:
             torch.set_num_threads(config.engine.threads)
@@ -188,6 +205,26 @@ class _Run:
 
     def run(self) -> TrainResult:
         started = time.perf_counter()
+        try:
+            return self._run(started)
+        except BaseException as error:
+            self._leave(error)
+            raise
+        finally:
+            self._leave(None)
+
+    def _leave(self, error: BaseException | None) -> None:
+        """Leave the mux scheduler's group, saying why (once), and the Ray cluster joined for it."""
+        client, self.client = self.client, None
+        if client is not None:
+            client.close("finished" if error is None else f"crashed: {type(error).__name__}: {error}")
+        if self.ray_joined:
+            import ray
+
+            ray.shutdown()
+            self.ray_joined = False
+
+    def _run(self, started: float) -> TrainResult:
         try:
             if isinstance(self.learner, RankGroup):
                 (self.run_dir / RANKS_FILE).write_text(json.dumps(self.learner.where, indent=1) + "\n")
@@ -267,6 +304,9 @@ class _Run:
         )
         scheduler = RolloutScheduler({s.id: s.kwargs for s in config.sources}, self._policy(engine), rollout_config,
                                      engine=engine, backend=self.backend)
+        if self.client is not None:  # the engine sleeps until its job's turn on the rollout pool
+            self.turns = PoolTurns(self.client, background, engine, self.learner, early_release=config.mux.early_release)
+            background.run(engine.sleep())
         colocate = trainer.colocate
         if colocate:
             self.learner.offload()  # the engine has the device while it generates
@@ -278,11 +318,15 @@ class _Run:
             try:
                 while self.step < trainer.steps:
                     step_started = time.perf_counter()
-                    draw = self._next_batch(background, groups, rollout, scheduler)
+                    with self._turn("rollout"):
+                        draw = self._next_batch(background, groups, rollout, scheduler)
                     waited = time.perf_counter() - step_started
-                    metrics = train_and_publish(background, engine, self.learner, scheduler,
-                                                functools.partial(self._learn, draw), colocate=colocate)
+                    with self._turn("train"):
+                        metrics = train_and_publish(background, engine, self.learner, scheduler,
+                                                    functools.partial(self._learn, draw), colocate=colocate)
                     self.step = self.learner.version
+                    if self.turns is not None:
+                        metrics.update(self.turns.metrics(self.step))
                     metrics.update(self._consume(draw))
                     metrics.update(scheduler.metrics.log_dict())
                     seconds = time.perf_counter() - step_started
@@ -299,6 +343,12 @@ class _Run:
                 background.call(scheduler.stop)
                 background.run(drain(scheduler))
                 rollout.result()
+
+    def _turn(self, pool: str) -> contextlib.AbstractContextManager[None]:
+        """This job's turn on ``pool`` where it shares pools with others (``mux.address``); alone, nothing."""
+        if self.turns is None:
+            return contextlib.nullcontext()
+        return self.turns.rollout() if pool == "rollout" else self.turns.train()
 
     def _order(self) -> Iterator[int]:
         """Train task positions in the order they are handed out: first those a checkpoint left pending
@@ -324,6 +374,8 @@ class _Run:
                 background.call(scheduler.release, len(members))
             else:
                 draw.trained.append(members)
+            if self.turns is not None:
+                self.turns.closed(len(draw.trained), wanted)
         if len(draw.trained) < wanted:
             self._short(draw, limit)
         return draw
@@ -409,8 +461,9 @@ class _Run:
         policy = self._policy(engine, self.config.eval.temperature)
         spec = self.eval_spec.model_copy(update={"agent": f"learner-step-{self.step}"})
         started = scheduler.metrics.started if scheduler else 0
-        scores = background.run(run_evaluation(spec, tasks, policy, folder, concurrency=self.config.eval.concurrency,
-                                               timeouts=self.config.trainer.timeouts, backend=self.backend))
+        with self._turn("rollout"):
+            scores = background.run(run_evaluation(spec, tasks, policy, folder, concurrency=self.config.eval.concurrency,
+                                                   timeouts=self.config.trainer.timeouts, backend=self.backend))
         values = {"eval/success_rate": scores.success_rate, "eval/reward_mean": scores.mean_reward,
                   "eval/turns_mean": scores.mean_turns, "eval/infra_errors": scores.infra_errors,
                   **{f"eval/success_{b.name}": b.success_rate for b in scores.by_difficulty},

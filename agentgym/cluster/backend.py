@@ -68,9 +68,10 @@ class RayBackend:
             raise AgentGymError(f"the ray backend runs torch or vllm engine replicas, not {name!r}")
         config = self.config
         count, memory = config.engine_replicas, config.replica_memory_mb * MIB
-        options = {"num_cpus": config.replica_cpus, "num_gpus": config.replica_gpus, "memory": memory or None}
-        self.capacity.reserve({"CPU": config.replica_cpus, "GPU": config.replica_gpus, "memory": memory}, count,
-                              f"{count} {name} engine replicas")
+        options = {"num_cpus": config.replica_cpus, "num_gpus": config.replica_gpus, "memory": memory or None,
+                   "resources": config.replica_resources}
+        self.capacity.reserve({"CPU": config.replica_cpus, "GPU": config.replica_gpus, "memory": memory,
+                               **config.replica_resources}, count, f"{count} {name} engine replicas")
         return ReplicatedEngine(name, model, replicas=count, options=options, **engine_kwargs)
 
     def close(self) -> None:

@@ -40,6 +40,9 @@ class RayConfig(Config):
     """Memory each engine replica reserves (0: no reservation)."""
     replica_gpus: float = Field(0.0, ge=0)
     """GPUs each engine replica reserves (a vLLM replica needs one)."""
+    replica_resources: dict[str, float] = Field(default_factory=dict)
+    """Custom resources each engine replica asks for: replicas go only to nodes that offer them (a multiplexed
+    job's engine asks for its group's rollout pool)."""
 
 
 class BackendConfig(Config):

@@ -1,0 +1,58 @@
+"""``agentgym mux submit``: admit a training job, then run it in a detached Ray actor on its group's training
+pool, which leaves the cluster when the run ends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentgym.config import dump_config, load_config
+from agentgym.trainers.config import TrainConfig
+from agentgym.trainers.mux.client import MuxClient, Placement
+from agentgym.trainers.mux.job import POOL_SHARE, job_name, job_profile
+from agentgym.trainers.mux.scheduler import NAMESPACE
+
+JOB_PREFIX = "agentgym-mux-job-"
+"""Job actors are named this and the job's name, in the scheduler's namespace."""
+
+
+class MuxJob:
+    """A Ray actor that trains one multiplexed run (resuming it where its directory holds a checkpoint)."""
+
+    def ready(self) -> bool:
+        return True
+
+    def run(self, config_yaml: str) -> dict[str, Any]:
+        """Train the run to its end and leave the cluster; returns its result (steps, success, wall seconds)."""
+        import tempfile
+        from pathlib import Path
+
+        import ray
+
+        from agentgym.trainers.loop import CONFIG_FILE, resume, train
+
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as file:
+            file.write(config_yaml)
+            file.flush()
+            config = load_config(TrainConfig, file.name)
+        started = (config.run_dir / CONFIG_FILE).exists()  # by an actor that died: go on from its checkpoint
+        result = resume(config.run_dir) if started else train(config)
+        summary = {"steps": result.steps, "success_before": result.success_before,
+                   "success_after": result.success_after, "wall_seconds": result.wall_seconds,
+                   "run_dir": str(Path(result.run_dir).resolve())}
+        ray.actor.exit_actor()
+        return summary  # not reached: exit_actor ends the process once this task is done
+
+
+def submit(config: TrainConfig) -> tuple[str, Placement, Any]:
+    """Admit ``config``'s job with the scheduler (raises :class:`~agentgym.trainers.mux.client.Refused`) and start
+    its actor on the group's training pool; returns the job's name, placement and actor. Ray must be connected."""
+    import ray
+
+    name = job_name(config)
+    client = MuxClient(name, job_profile(config), steps=config.trainer.steps, run_dir=str(config.run_dir.resolve()))
+    placement = client.register(heartbeat=False)  # the job's own process keeps its lease
+    actor = ray.remote(MuxJob).options(name=JOB_PREFIX + name, namespace=NAMESPACE, lifetime="detached",
+                                       num_cpus=0, resources={placement.train_resource: POOL_SHARE}).remote()
+    ray.get(actor.ready.remote())
+    actor.run.remote(dump_config(config))
+    return name, placement, actor
