@@ -68,6 +68,9 @@ class AlgorithmSection(Config):
     short trains on the groups with signal it found; one that found none stops the run, saying so."""
     entropy_coef: float = Field(0.0, ge=0)
     """Bonus on the mean entropy of agent tokens."""
+    epochs: int = Field(1, ge=1)
+    """Passes over each step's batch, each an optimizer step (PPO epochs); the weights are published once, after
+    the last. More than 1 reuses each rollout more, and makes the training phase longer against the rollout."""
 
 
 class OptimSection(Config):

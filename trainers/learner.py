@@ -103,11 +103,21 @@ class Learner:
         return merge_metrics([self.train(share)], batch)
 
     def train(self, share: Share) -> dict[str, float]:
-        """Accumulate the loss's gradient over this rank's micro-batches, each weighted by its part of the whole
-        step (ranks' gradients are averaged, so each rank's is scaled by the world size to sum instead), clip,
-        step; return this rank's part of the metrics, for :func:`merge_metrics`."""
+        """``algorithm.epochs`` passes over this rank's micro-batches, each an optimizer step (PPO epochs: a later
+        pass's ratio to ``pi_old`` has moved, and the clip bounds it), then the next version; returns this rank's
+        part of the last pass's metrics, for :func:`merge_metrics`."""
         self.snapshots.save(self.version, self.model)
         self.policy.train()
+        for _ in range(self.config.algorithm.epochs):
+            metrics = self._pass(share)
+        self.scheduler.step()
+        self.version += 1
+        return metrics
+
+    def _pass(self, share: Share) -> dict[str, float]:
+        """Accumulate the loss's gradient over this rank's micro-batches, each weighted by its part of the whole
+        step (ranks' gradients are averaged, so each rank's is scaled by the world size to sum instead), clip,
+        step the optimizer."""
         self.optimizer.zero_grad(set_to_none=True)
         token_mean = self.config.algorithm.loss.aggregation == "token-mean"
         scale = world_size(self.policy)
@@ -125,8 +135,6 @@ class Learner:
         metrics["train/grad_norm"] = clip_gradients(self.policy.parameters(), self.config.optim.grad_clip)
         metrics["train/lr"] = self.scheduler.get_last_lr()[0]
         self.optimizer.step()
-        self.scheduler.step()
-        self.version += 1
         return metrics
 
     def skip(self) -> dict[str, float]:

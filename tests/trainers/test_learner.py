@@ -223,3 +223,18 @@ def test_skip_advances_version_and_schedule_but_not_the_weights(tiny_model_dir):
     assert 0 in learner.snapshots and 1 in learner.snapshots
     metrics = learner.step(_stale_batch(learner, version=2))
     assert metrics["train/lr"] == pytest.approx(0.5e-2)
+
+
+def test_epochs_take_that_many_optimizer_steps_on_one_version_and_later_passes_see_the_moved_ratio(tiny_model_dir):
+    trajectories = [_trajectory([300, 301, 302, 303]), _trajectory([400, 401, 402, 403, 404])]
+    once, twice = (_learner(tiny_model_dir, optim={"lr": 1e-3}, algorithm={"epochs": n}) for n in (1, 2))
+    batch = _batch(once, trajectories, [1.0, -1.0])
+    first = once.step(batch)
+    again = twice.step(batch)
+
+    assert once.version == twice.version == 1  # one published version per training step, however many passes
+    assert [s["step"].item() for s in twice.optimizer.state.values()][0] == 2
+    assert twice.scheduler.last_epoch == once.scheduler.last_epoch == 1
+    assert again["train/loss"] < first["train/loss"]  # the last pass's loss is taken at the once-moved weights
+    objective = [(_agent_logprob_sums(learner, batch) * batch.advantages).sum() for learner in (once, twice)]
+    assert objective[1] > objective[0]  # two passes went further up the advantage-weighted logprobs
