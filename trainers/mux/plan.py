@@ -28,6 +28,9 @@ class Profile:
     train: float
     memory_gb: float = 0.0
     slo: float = 2.0
+    typical: float | None = None
+    """Seconds of its typical step alone, what its SLO is measured against (``None``: ``solo``). Planned phase
+    times at a high quantile are above it: the cycle is estimated conservatively, the budget is not inflated."""
 
     def __post_init__(self) -> None:
         if self.rollout < 0 or self.train < 0 or self.rollout + self.train <= 0:
@@ -40,13 +43,21 @@ class Profile:
         """Seconds per step alone on the pools: rollout, then training (a synchronous job's two phases)."""
         return self.rollout + self.train
 
+    @property
+    def budget(self) -> float:
+        """The most seconds a co-run step may take: ``slo`` times its typical step alone."""
+        return self.slo * (self.solo if self.typical is None else self.typical)
+
     @classmethod
     def from_samples(cls, rollout: Iterable[float], train: Iterable[float], *, quantile: float = 0.9,
                      memory_gb: float = 0.0, slo: float = 2.0) -> Profile:
         """A conservative profile from measured phase times: each phase at its ``quantile`` (RollMux plans on
-        a high quantile of each phase's distribution, so a job's slow steps do not break its group's SLOs)."""
-        return cls(rollout=_quantile(list(rollout), quantile), train=_quantile(list(train), quantile),
-                   memory_gb=memory_gb, slo=slo)
+        a high quantile of each phase's distribution, so a job's slow steps do not break its group's SLOs),
+        its SLO budget on its mean step (the quantile would loosen the budget as much as it pads the cycle)."""
+        rollout, train = list(rollout), list(train)
+        planned = _quantile(rollout, quantile), _quantile(train, quantile)
+        typical = statistics.fmean(rollout) + statistics.fmean(train)
+        return cls(*planned, memory_gb=memory_gb, slo=slo, typical=typical)
 
 
 def _quantile(samples: list[float], q: float) -> float:
@@ -111,7 +122,7 @@ class Group:
         self.train = sum(m.train for m in members)
         self.longest = max((m.solo for m in members), default=0.0)
         self.memory_gb = sum(m.memory_gb for m in members)
-        self.budget = min((m.slo * m.solo for m in members), default=float("inf"))
+        self.budget = min((m.budget for m in members), default=float("inf"))
         """The tightest member's SLO, in seconds per step: no cycle may exceed it."""
 
     @property
@@ -167,12 +178,13 @@ class Admission:
             return (f"host memory: group {group.id} holds {group.memory_gb:.1f} GB of {group.pools.memory_gb:.1f}, "
                     f"the job needs {profile.memory_gb:.1f}")
         cycle = group.cycle_with(profile)
-        if cycle <= min(group.budget, profile.slo * profile.solo) * (1 + 1e-9):
+        if cycle <= min(group.budget, profile.budget) * (1 + 1e-9):
             return None
         members = [*group.members.items(), ("the new job", profile)]
-        name, member = next((n, m) for n, m in members if cycle > m.slo * m.solo * (1 + 1e-9))
+        name, member = next((n, m) for n, m in members if cycle > m.budget * (1 + 1e-9))
+        alone = member.solo if member.typical is None else member.typical
         return (f"SLO: in group {group.id} {name} would take {cycle:.1f} s a step, "
-                f"{cycle / member.solo:.2f}x its {member.solo:.1f} s alone (SLO {member.slo:.2f}x)")
+                f"{cycle / alone:.2f}x its {alone:.1f} s alone (SLO {member.slo:.2f}x)")
 
     def place(self, job: str, profile: Profile, *, group: int | None = None) -> Decision:
         """Admit ``job``: into ``group`` where given (a job re-registering after a scheduler restart keeps its
@@ -184,7 +196,7 @@ class Admission:
         best: tuple[float, Group] | None = None
         for candidate in self.groups.values():
             if candidate.memory_gb + profile.memory_gb <= candidate.pools.memory_gb and \
-                    candidate.cycle_with(profile) <= min(candidate.budget, profile.slo * profile.solo) * (1 + 1e-9):
+                    candidate.cycle_with(profile) <= min(candidate.budget, profile.budget) * (1 + 1e-9):
                 added = candidate.pools.cost_per_second * (candidate.cycle_with(profile) - candidate.cycle)
                 if best is None or added < best[0]:
                     best = (added, candidate)
