@@ -61,18 +61,21 @@ class Job:
 
 @dataclass(frozen=True)
 class Size:
-    """A job size: GPUs in each of its pools and its model's parameters (billions), with its weight in the mix."""
+    """A job size: GPUs in each of its pools, its model's parameters (billions), its weight in the mix, and the
+    mean step time alone of a job of this size (its recipe's: model, batch and response length set it)."""
 
     gpus: int
     params_b: float
     weight: float
+    step_seconds: float = 300.0
 
 
 @dataclass(frozen=True)
 class TraceSpec:
     """A cluster trace: ``jobs`` arriving as a Poisson process, each lasting a log-normal number of hours alone
-    (median, sigma, clipped), with a mean step time log-uniform in ``step_seconds``, a size from ``sizes``
-    (pools of equal GPU counts on both sides), and an SLO uniform in ``slo``. A job's steps are drawn from one
+    (median, sigma, clipped), with a size from ``sizes`` (pools of equal GPU counts on both sides), a mean step
+    time around its size's (log-normal, ``step_spread`` sigma; or, with ``step_seconds`` set, log-uniform in that
+    range whatever the size), and an SLO uniform in ``slo``. A job's steps are drawn from one
     measured shape, scaled to its mean step; ``rollout_share`` (a range), when set, rescales each job's phases
     to a rollout share drawn from it (keeping the spread), else the shapes' own ratios stand."""
 
@@ -81,9 +84,11 @@ class TraceSpec:
     hours_median: float = 6.0
     hours_sigma: float = 0.6
     hours_range: tuple[float, float] = (1.0, 24.0)
-    step_seconds: tuple[float, float] = (120.0, 900.0)
+    step_seconds: tuple[float, float] | None = None
+    step_spread: float = 0.15
     sizes: tuple[Size, ...] = field(default_factory=lambda: (
-        Size(8, 7.0, 0.45), Size(16, 14.0, 0.30), Size(32, 32.0, 0.18), Size(64, 72.0, 0.07)))
+        Size(8, 7.0, 0.45, 240.0), Size(16, 14.0, 0.30, 360.0), Size(32, 32.0, 0.18, 540.0),
+        Size(64, 72.0, 0.07, 900.0)))
     slo: tuple[float, float] = (1.0, 2.0)
     rollout_share: tuple[float, float] | None = None
 
@@ -99,13 +104,20 @@ def generate_trace(spec: TraceSpec, shapes: Sequence[Shape], seed: int = 0) -> l
         size = rng.choices(spec.sizes, weights=[s.weight for s in spec.sizes])[0]
         low, high = spec.hours_range
         hours = min(high, max(low, rng.lognormvariate(math.log(spec.hours_median), spec.hours_sigma)))
-        step = math.exp(rng.uniform(*map(math.log, spec.step_seconds)))
+        step = step_time(spec, size, rng)
         shape = rng.choice(shapes)
         share = rng.uniform(*spec.rollout_share) if spec.rollout_share else None
         steps = draw_steps(shape, step, max(1, round(hours * 3600 / step)), rng, rollout_share=share)
         jobs.append(Job(f"job{index:04d}", now, size.gpus, size.gpus, steps,
                         memory_gb=size.params_b * BYTES_PER_PARAM, slo=rng.uniform(*spec.slo), shape=shape.name))
     return jobs
+
+
+def step_time(spec: TraceSpec, size: Size, rng: random.Random) -> float:
+    """A job's mean step time alone: around its size's, or anywhere in ``spec.step_seconds`` where that is set."""
+    if spec.step_seconds is not None:
+        return math.exp(rng.uniform(*map(math.log, spec.step_seconds)))
+    return size.step_seconds * rng.lognormvariate(0.0, spec.step_spread)
 
 
 def draw_steps(shape: Shape, step_seconds: float, count: int, rng: random.Random, *,
@@ -130,10 +142,11 @@ def small_instance(shapes: Sequence[Shape], jobs: int, steps: int, seed: int, *,
     together and a partition's cost is its groups' cycles): the instances the brute-force optimum is run on."""
     spec = spec or TraceSpec()
     rng = random.Random(seed)
+    size = next((s for s in spec.sizes if s.gpus == gpus), Size(gpus, 7.0, 1.0))
     out = []
     for index in range(jobs):
         shape = rng.choice(shapes)
-        step = math.exp(rng.uniform(*map(math.log, spec.step_seconds)))
+        step = step_time(spec, size, rng)
         share = rng.uniform(*spec.rollout_share) if spec.rollout_share else None
         out.append(Job(f"job{index}", 0.0, gpus, gpus, draw_steps(shape, step, steps, rng, rollout_share=share),
                        memory_gb=memory_gb, slo=rng.uniform(*spec.slo), shape=shape.name))

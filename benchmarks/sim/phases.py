@@ -10,51 +10,29 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentgym.metrics_log import JSONL_NAME, read_metrics
-
-STEP, WAIT, PUBLISH = "time/step_seconds", "time/wait_seconds", "time/publish_seconds"
-
-
-@dataclass(frozen=True)
-class StepTimes:
-    """One synchronous step's phases in seconds: the rollout (the trainer's wait for its batch), then the learner's
-    update and the weight publish, both on the training side (the training pool's turn covers the two)."""
-
-    rollout: float
-    learn: float
-    publish: float = 0.0
-
-    @property
-    def train(self) -> float:
-        return self.learn + self.publish
+from agentgym.metrics_log import JSONL_NAME
+from agentgym.trainers.mux.profile import StepPhases, step_phases
 
 
-def load_metrics(path: str | Path) -> list[StepTimes]:
-    """The steps of a run's ``metrics.jsonl`` (the file or its run dir): rollout = wait, learn = step - wait -
-    publish. Lines without the step's timings (evaluations, resumed headers) are skipped."""
+def load_metrics(path: str | Path) -> list[StepPhases]:
+    """The steps of a run's ``metrics.jsonl`` (the file or its run dir), as admission profiles them
+    (:func:`~agentgym.trainers.mux.profile.step_phases`); a run without timed steps is an error."""
     path = Path(path)
-    records = read_metrics(path.parent if path.name == JSONL_NAME else path)
-    steps = []
-    for record in records:
-        step, wait = record.get(STEP), record.get(WAIT)
-        if step is None or wait is None:
-            continue
-        publish = record.get(PUBLISH) or 0.0
-        steps.append(StepTimes(rollout=wait, learn=max(0.0, step - wait - publish), publish=publish))
+    steps = step_phases(path.parent if path.name == JSONL_NAME else path)
     if not steps:
-        raise ValueError(f"{path} has no step with {STEP!r} and {WAIT!r}")
+        raise ValueError(f"{path} has no step with time/step_seconds and time/wait_seconds")
     return steps
 
 
-def load_samples(path: str | Path) -> list[StepTimes]:
+def load_samples(path: str | Path) -> list[StepPhases]:
     """Per-step phases given directly: a JSON list of ``{"rollout": seconds, "train": seconds}``."""
     rows = json.loads(Path(path).read_text())
     if not isinstance(rows, list) or not rows:
         raise ValueError(f"{path} must hold a non-empty JSON list of {{'rollout': s, 'train': s}}")
-    return [StepTimes(rollout=float(row["rollout"]), learn=float(row["train"])) for row in rows]
+    return [StepPhases(rollout=float(row["rollout"]), learn=float(row["train"]), publish=0.0) for row in rows]
 
 
-def load(path: str | Path) -> list[StepTimes]:
+def load(path: str | Path) -> list[StepPhases]:
     """A run dir or ``*.jsonl`` through :func:`load_metrics`, a ``*.json`` list through :func:`load_samples`."""
     path = Path(path)
     return load_samples(path) if path.suffix == ".json" else load_metrics(path)
@@ -72,7 +50,7 @@ class Shape:
     tail: float
 
     @classmethod
-    def of(cls, name: str, steps: Sequence[StepTimes], *, release: float = 0.8) -> Shape:
+    def of(cls, name: str, steps: Sequence[StepPhases], *, release: float = 0.8) -> Shape:
         """The shape of measured ``steps``."""
         mean = statistics.fmean(s.rollout + s.train for s in steps)
         if mean <= 0:

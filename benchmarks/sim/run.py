@@ -115,13 +115,14 @@ def admission_time(shapes: Sequence[Shape], fleet: Fleet, knobs: Knobs, spec: Tr
     return out
 
 
-ONE_SIZE = (Size(8, 7.0, 1.0),)
+ONE_SIZE = (Size(8, 7.0, 1.0, 240.0),)
 VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "no early release": ({}, {"release": None}),
     "no switch cost": ({}, {"switch_seconds": 0.0, "colocated_switch_seconds": 0.0}),
     "planning on p75": ({}, {"quantile": 0.75}),
     "planning on p50": ({}, {"quantile": 0.5}),
     "rollout share U(0.3, 0.8)": ({"rollout_share": (0.3, 0.8)}, {}),
+    "step times apart from size, 120-900 s": ({"step_seconds": (120.0, 900.0)}, {}),
     "steps 240-480 s": ({"step_seconds": (240.0, 480.0)}, {}),
     "SLO U(1.5, 2)": ({"slo": (1.5, 2.0)}, {}),
     "one size (8+8)": ({"sizes": ONE_SIZE}, {}),

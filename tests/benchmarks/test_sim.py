@@ -124,9 +124,9 @@ def test_a_shape_keeps_the_ratio_and_spread_and_the_trace_is_seeded() -> None:
 
 
 def load_samples_rows(rows: list[tuple[float, float]]) -> list:
-    from benchmarks.sim.phases import StepTimes
+    from agentgym.trainers.mux.profile import StepPhases
 
-    return [StepTimes(rollout=r, learn=t) for r, t in rows]
+    return [StepPhases(rollout=r, learn=t, publish=0.0) for r, t in rows]
 
 
 def test_validation_of_a_hand_made_pair_reproduces_the_round_robin_bound(tmp_path) -> None:
