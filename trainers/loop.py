@@ -266,7 +266,7 @@ class _Run:
         else:
             if self.config.model.dtype:  # the engine samples in the dtype the learner trains in
                 kwargs.setdefault("dtype", self.config.model.dtype)
-            if self.config.trainer.colocate:
+            if self.config.trainer.colocate or self.client is not None:  # it sleeps between its turns
                 kwargs.setdefault("enable_sleep_mode", True)
         kwargs.setdefault("max_model_len", config.max_context)
         if config.name == "torch":  # for replicas in processes of their own; here, torch's threads are set already

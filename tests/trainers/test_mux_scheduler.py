@@ -151,3 +151,22 @@ def test_phases_are_logged_and_never_overlap_on_a_pool():
         assert len(mine) == 6 and all(p["end"] is not None for p in mine)
         assert all(a["end"] <= b["start"] for a, b in itertools.pairwise(mine))
         assert [p["job"] for p in mine] == ["a", "b"] * 3
+
+
+@pytest.mark.parametrize(("overrides", "key"), [
+    (["trainer.async_ratio=2"], "trainer.async_ratio: a multiplexed job"),
+    (["trainer.colocate=true"], "trainer.colocate: a multiplexed job"),
+    (["mux.rollout_seconds=null"], "mux.profile_from: admission needs the job's phase times"),
+    (["mux.slo=0.5"], "mux.slo"),
+])
+def test_a_multiplexed_config_that_cannot_share_pools_is_refused_naming_the_key(overrides, key):
+    from agentgym.config import load_config
+    from agentgym.errors import ConfigError
+    from agentgym.trainers.config import TrainConfig
+    from tests.trainers.envs import VOWELS_ID
+
+    base = ["output_dir=unused", "model.path=unused", f"env.id={VOWELS_ID}", "trainer.async_ratio=0",
+            "mux.address=auto", "mux.rollout_seconds=10", "mux.train_seconds=5"]
+    load_config(TrainConfig, None, base)  # fits
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.").replace("(", r"\(")):
+        load_config(TrainConfig, None, [*base, *overrides])
