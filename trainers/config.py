@@ -121,10 +121,13 @@ class TrainerSection(Config):
     ``world_size`` > 1, else ``single``."""
     collective_timeout: float = Field(300.0, gt=0)
     """Seconds a rank waits in a collective (or the driver for a rank) before the step fails, naming the rank."""
-    rank_cpus: float = Field(1.0, gt=0)
+    rank_cpus: float = Field(1.0, ge=0)
     """CPUs Ray reserves for each rank."""
     rank_gpus: float = Field(0.0, ge=0)
     """GPUs Ray reserves for each rank (1 on a GPU cluster; each rank then trains on its own GPU)."""
+    rank_resources: dict[str, float] = Field(default_factory=dict)
+    """Custom resources each rank asks for: ranks go only to nodes that offer them (a multiplexed job's learner
+    asks for its group's training pool)."""
     colocate: bool = False
     """The trainer and the engine share the devices: while the trainer steps, the engine sleeps (vLLM's sleep
     mode frees its weights and KV cache; the torch engine moves its weights to the CPU) and rollout waits;

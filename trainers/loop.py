@@ -198,8 +198,9 @@ class _Run:
         rewind_jsonl(self.run_dir / JSONL_NAME, kept)
 
     def _learner(self) -> Learner | RankGroup:
-        """This process's learner, or the ranks of a distributed one (``trainer.world_size``, ``trainer.strategy``)."""
-        if self.config.trainer.parallel == "single":
+        """This process's learner, or the ranks of a distributed one (``trainer.world_size``, ``trainer.strategy``)
+        or of a multiplexed one (on its group's training pool, apart from this process on the rollout pool)."""
+        if self.config.trainer.parallel == "single" and self.client is None:
             return Learner(load_model(self.source, self.config, self.device), self.config)
         return RankGroup(self.config, self.source, self.config.rollout.ray.address)
 

@@ -48,7 +48,8 @@ class RankGroup:
         self._ranks: list[Any] = []
         self._group: Any = None
         self._started = connect(address)
-        bundle = {"CPU": trainer.rank_cpus, **({"GPU": trainer.rank_gpus} if trainer.rank_gpus else {})}
+        bundle = {**({"CPU": trainer.rank_cpus} if trainer.rank_cpus else {}),
+                  **({"GPU": trainer.rank_gpus} if trainer.rank_gpus else {}), **trainer.rank_resources}
         try:
             self._group = placement_group([bundle] * trainer.world_size, strategy="PACK")
             ready, _ = ray.wait([self._group.ready()], timeout=PLACEMENT_TIMEOUT)
@@ -58,7 +59,8 @@ class RankGroup:
                                     "or trainer.rank_gpus, or add nodes")
             actor = ray.remote(TrainerRank)
             self._ranks = [
-                actor.options(num_cpus=trainer.rank_cpus, num_gpus=trainer.rank_gpus, max_restarts=0,
+                actor.options(num_cpus=trainer.rank_cpus, num_gpus=trainer.rank_gpus,
+                              resources=trainer.rank_resources, max_restarts=0,
                               scheduling_strategy=PlacementGroupSchedulingStrategy(self._group, placement_group_bundle_index=rank),
                               ).remote(config, rank)
                 for rank in range(trainer.world_size)

@@ -150,6 +150,8 @@ def test_two_jobs_take_turns_on_the_pools_and_train_as_they_do_alone(pools, sche
         apart = sum(((ours[k] - theirs[k]) ** 2).sum() for k in ours) ** 0.5
         moved = sum(((theirs[k] - start[k]) ** 2).sum() for k in ours) ** 0.5
         assert apart < 1e-3 * moved
+        (rank,) = json.loads((muxed / "ranks.json").read_text())
+        assert rank["node_id"] == pools.node_id(1)  # the learner on the training pool's node
         records = [json.loads(line) for line in (muxed / "metrics.jsonl").read_text().splitlines()]
         assert all(r["mux/switch_seconds"] >= 0 for r in records if "train/loss" in r)
 

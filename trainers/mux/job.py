@@ -45,11 +45,15 @@ def join(config: TrainConfig) -> tuple[TrainConfig, MuxClient, bool]:
 
 
 def on_pools(config: TrainConfig, placement: Placement) -> TrainConfig:
-    """``config`` with its engine replicas and env workers on ``placement``'s rollout pool, on the scheduler's
-    cluster, reserving no CPUs of their own (the pool's permit is theirs in turn)."""
+    """``config`` with its engine replicas and env workers on ``placement``'s rollout pool and its learner's ranks
+    on its training pool, on the scheduler's cluster, reserving no CPUs of their own (each pool's permit is
+    theirs in turn)."""
     ray = config.rollout.ray
     pool = {placement.rollout_resource: POOL_SHARE}
     ray = ray.model_copy(update={"address": config.mux.address, "replica_cpus": 0.0, "worker_cpus": 0.0,
                                  "replica_resources": {**ray.replica_resources, **pool},
                                  "worker_resources": {**ray.worker_resources, **pool}})
-    return config.model_copy(update={"rollout": config.rollout.model_copy(update={"backend": "ray", "ray": ray})})
+    trainer = config.trainer.model_copy(update={
+        "rank_cpus": 0.0, "rank_resources": {**config.trainer.rank_resources, placement.train_resource: POOL_SHARE}})
+    return config.model_copy(update={"rollout": config.rollout.model_copy(update={"backend": "ray", "ray": ray}),
+                                     "trainer": trainer})

@@ -1,5 +1,6 @@
-"""``agentgym mux submit``: admit a training job, then run it in a detached Ray actor on its group's training
-pool, which leaves the cluster when the run ends."""
+"""``agentgym mux submit``: admit a training job, then run its driver in a detached Ray actor on its group's
+rollout pool (beside its engine and env workers; its learner's ranks go to the training pool), which leaves the
+cluster when the run ends."""
 
 from __future__ import annotations
 
@@ -45,14 +46,15 @@ class MuxJob:
 
 def submit(config: TrainConfig) -> tuple[str, Placement, Any]:
     """Admit ``config``'s job with the scheduler (raises :class:`~agentgym.trainers.mux.client.Refused`) and start
-    its actor on the group's training pool; returns the job's name, placement and actor. Ray must be connected."""
+    its driver's actor on the group's rollout pool; returns the job's name, placement and actor. Ray must be
+    connected."""
     import ray
 
     name = job_name(config)
     client = MuxClient(name, job_profile(config), steps=config.trainer.steps, run_dir=str(config.run_dir.resolve()))
     placement = client.register(heartbeat=False)  # the job's own process keeps its lease
     actor = ray.remote(MuxJob).options(name=JOB_PREFIX + name, namespace=NAMESPACE, lifetime="detached",
-                                       num_cpus=0, resources={placement.train_resource: POOL_SHARE}).remote()
+                                       num_cpus=0, resources={placement.rollout_resource: POOL_SHARE}).remote()
     ray.get(actor.ready.remote())
     actor.run.remote(dump_config(config))
     return name, placement, actor
