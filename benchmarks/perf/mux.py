@@ -10,8 +10,9 @@ same two cores), each job's slowdown (its multiplexed step time over its solo on
 phase (engine wake/sleep and learner onload/offload, warm in host memory) against a cold start (loading the
 engine and the learner from disk), and each job's final held-out success against its solo run. Spans run from a
 job's first rollout turn to its last training turn (no evaluation runs inside: the final checkpoints are scored
-afterwards). Writes ``benchmarks/results/mux.json`` with the solo runs' per-step phase times, which the cluster
-simulator's validation reads (``python -m benchmarks.sim validate``).
+afterwards). Writes ``benchmarks/results/mux.json`` with the solo runs' per-step phase times (a step's rollout
+from its turn's start until its batch is whole, the permit itself held until early release; its training), which
+the cluster simulator's validation reads (``python -m benchmarks.sim validate``).
 Goals: balanced ratio >= 1.6 with per-job slowdown <= 1.25; rollout-heavy ratio >= 1.3.
 """
 
@@ -178,14 +179,18 @@ def _run(configs: list[TrainConfig]) -> dict[str, Any]:
     jobs = {}
     for name, config in names.items():
         mine = [p for p in phases if p["job"] == name]
-        rollouts = [p["end"] - p["start"] for p in mine if p["pool"] == "rollout"]
-        trains = [p["end"] - p["start"] for p in mine if p["pool"] == "train"]
+        starts = [p["start"] for p in mine if p["pool"] == "rollout"]
+        held = [p["end"] - p["start"] for p in mine if p["pool"] == "rollout"]
+        trained = [(p["start"], p["end"]) for p in mine if p["pool"] == "train"]
+        rollouts = [train_start - start for start, (train_start, _) in zip(starts, trained, strict=True)]
+        trains = [end - start for start, end in trained]
         span = max(p["end"] for p in mine) - min(p["start"] for p in mine)
         records = [r for r in read_metrics(config.run_dir) if "mux/switch_seconds" in r]
         jobs[name.rsplit("-", 1)[1]] = {
             "run_dir": str(config.run_dir), "span_seconds": round(span, 2),
             "step_seconds": round(span / len(trains), 3),
-            "phases": [{"rollout": round(r, 3), "train": round(t, 3)} for r, t in zip(rollouts, trains, strict=True)],
+            "phases": [{"rollout": round(r, 3), "train": round(t, 3), "rollout_held": round(h, 3)}
+                       for r, t, h in zip(rollouts, trains, held, strict=True)],
             "phase_means": {"rollout": round(sum(rollouts) / len(rollouts), 3), "train": round(sum(trains) / len(trains), 3)},
             "switch_seconds": [round(r["mux/switch_seconds"], 4) for r in records],
             "waits": {"rollout": round(sum(r["mux/rollout_wait_seconds"] for r in records), 2),

@@ -99,7 +99,7 @@ def simulation(args: argparse.Namespace) -> dict[str, Any]:
                   colocated_switch_seconds=args.colocated_switch_seconds, quantile=args.quantile)
     spec = TraceSpec(jobs=args.jobs, interarrival_seconds=60 * args.interarrival_minutes,
                      rollout_share=tuple(args.rollout_share) if args.rollout_share else None)
-    inputs = args.inputs or sorted(p for p in DATA.iterdir() if p.is_dir())
+    inputs = args.inputs or sorted(p for p in DATA.iterdir() if p.is_dir() or p.suffix == ".json")
     shapes = shapes_of(inputs, release)
     jobs = generate_trace(spec, shapes, args.seed)
     outcomes = cluster(jobs, fleet, knobs)

@@ -6,10 +6,11 @@ The real benchmark's file (``benchmarks/results/mux.json``) holds, per job shape
 ``"rollout_heavy"``, ...), at its top level or under ``"shapes"`` (entries without ``solo_phases`` are
 ignored)::
 
-    {"shapes": {"balanced": {"solo_phases": {"a": [{"rollout": s, "train": s}, ...], "b": [...]},
+    {"shapes": {"balanced": {"solo_phases": {"a": [{"rollout": s, "train": s, "rollout_held": s}, ...], "b": [...]},
                              "multiplexed": {"span_seconds": s, "switch_seconds": mean_per_phase}},
                 ...}}
 
+``rollout_held`` (optional) is the part of a rollout before early release gave the pool up.
 The jobs join the group in the order ``solo_phases`` lists them. ``switch_seconds`` is added to each phase whose
 pool last served the other job; where the solo phases were measured with the switches inside them (a solo run
 through the scheduler wakes and sleeps its engine too), pass ``switch_seconds=0``.
@@ -37,11 +38,12 @@ def predict_span(solo_phases: Mapping[str, Sequence[Mapping[str, float]]], *, sw
     """Seconds from the first rollout's start to the last training's end of the jobs of ``solo_phases`` (each
     job's solo ``{"rollout", "train"}`` seconds per step) multiplexed round-robin in one group, joined in the
     mapping's order at once, ``switch_seconds`` at each phase whose pool last served another job; with
-    ``release``, early release of each rollout's tail (its share from that job's rollout times)."""
+    ``release``, early release of each rollout's tail (as measured, ``rollout_held`` being the part before the
+    pool was given up, or its share from that job's rollout times)."""
     jobs = []
     for name, phases in solo_phases.items():
         share = tail_share([p["rollout"] for p in phases], release) if release is not None else 0.0
-        steps = tuple(Step(p["rollout"], p["train"], share * p["rollout"]) for p in phases)
+        steps = tuple(Step(p["rollout"], p["train"], _tail(p, share, release)) for p in phases)
         jobs.append(Job(name, 0.0, 1, 1, steps))
     env = simpy.Environment()
     group = GroupRun(env, Knobs(switch_seconds=switch_seconds, release=release, tail_drag=tail_drag),
@@ -50,6 +52,16 @@ def predict_span(solo_phases: Mapping[str, Sequence[Mapping[str, float]]], *, sw
         group.join(job)
     env.run()
     return env.now
+
+
+def _tail(phase: Mapping[str, float], share: float, release: float | None) -> float:
+    """A step's rollout tail after early release: measured where the run recorded when it gave the pool up
+    (``rollout_held``), else ``share`` of the rollout."""
+    if release is None:
+        return 0.0
+    if "rollout_held" in phase:
+        return max(0.0, phase["rollout"] - phase["rollout_held"])
+    return share * phase["rollout"]
 
 
 def validate(path: str | Path, *, release: float | None = None,
