@@ -51,7 +51,7 @@ SEEDS = (0, 1)
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path, help="an SFT-warm-started model folder (default: build and SFT one)")
-    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--epochs", type=int, default=3, help="the balanced shape's passes over each batch")
     parser.add_argument("--move-seconds", type=float, default=0.0, help="the balanced shape's extra seconds per move")
     parser.add_argument("--shapes", nargs="+", default=["balanced", "rollout_heavy"], choices=sorted(GOAL))
