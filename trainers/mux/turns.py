@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from agentgym.inference.types import SleepingEngine
 from agentgym.rollout.background import BackgroundLoop
 from agentgym.trainers.learner import Learner
 from agentgym.trainers.mux.client import MuxClient
+from agentgym.trainers.mux.scheduler import Pool
 from agentgym.trainers.rank_group import RankGroup
 
 
@@ -66,13 +67,13 @@ class PoolTurns:
         self._switches = 0
         return values
 
-    def _take(self, pool: str) -> None:
+    def _take(self, pool: Pool) -> None:
         started = time.perf_counter()
-        self.client.acquire(pool)  # type: ignore[arg-type]
+        self.client.acquire(pool)
         self._seconds[f"{pool}_wait"] += time.perf_counter() - started
 
-    def _switch(self, change: object) -> None:
+    def _switch(self, change: Callable[[], object]) -> None:
         started = time.perf_counter()
-        change()  # type: ignore[operator]
+        change()
         self._seconds["switch"] += time.perf_counter() - started
         self._switches += 1
