@@ -22,10 +22,10 @@ class MuxJob:
     def ready(self) -> bool:
         return True
 
-    def run(self, config_yaml: str) -> dict[str, Any]:
-        """Train the run to its end and leave the cluster; returns its result (steps, success, wall seconds)."""
+    def run(self, config_yaml: str) -> None:
+        """Train the run to its end (its results are in its run directory, its progress in ``agentgym mux
+        status``) and leave the cluster."""
         import tempfile
-        from pathlib import Path
 
         import ray
 
@@ -35,13 +35,11 @@ class MuxJob:
             file.write(config_yaml)
             file.flush()
             config = load_config(TrainConfig, file.name)
-        started = (config.run_dir / CONFIG_FILE).exists()  # by an actor that died: go on from its checkpoint
-        result = resume(config.run_dir) if started else train(config)
-        summary = {"steps": result.steps, "success_before": result.success_before,
-                   "success_after": result.success_after, "wall_seconds": result.wall_seconds,
-                   "run_dir": str(Path(result.run_dir).resolve())}
+        if (config.run_dir / CONFIG_FILE).exists():  # started by an actor that died: go on from its checkpoint
+            resume(config.run_dir)
+        else:
+            train(config)
         ray.actor.exit_actor()
-        return summary  # not reached: exit_actor ends the process once this task is done
 
 
 def submit(config: TrainConfig) -> tuple[str, Placement, Any]:
