@@ -23,6 +23,10 @@ class TrainBatch:
     """The policy version that sampled each token (-1 where no model sampled it)."""
     advantages: torch.Tensor
     """``[B]``, one per trajectory."""
+    rewards: torch.Tensor
+    """``[B]``, each trajectory's reward (VCPO's baseline recomputes advantages from them)."""
+    groups: torch.Tensor
+    """``[B]``, the group (task) each trajectory belongs to."""
 
     @property
     def rows(self) -> int:
@@ -52,6 +56,8 @@ class TrainBatch:
                 behaviour_logprobs=self.behaviour_logprobs[rows, : length - 1],
                 versions=self.versions[rows, : length - 1],
                 advantages=self.advantages[rows],
+                rewards=self.rewards[rows],
+                groups=self.groups[rows],
             )
 
 
@@ -80,9 +86,10 @@ def shares(batch: TrainBatch, micro_batch_size: int, world_size: int) -> list[Sh
     return [Share(own + [micros[0]] * (passes - len(own)), passes - len(own), tokens, rows) for own in dealt]
 
 
-def collate(trajectories: Sequence[Trajectory], advantages: torch.Tensor, pad_id: int) -> TrainBatch:
-    """Stack ``trajectories`` (token-in/token-out records) with their ``advantages`` into a batch,
-    longest rows first so micro-batches pad little."""
+def collate(trajectories: Sequence[Trajectory], advantages: torch.Tensor, pad_id: int,
+            groups: Sequence[int] | None = None) -> TrainBatch:
+    """Stack ``trajectories`` (token-in/token-out records) with their ``advantages`` and group ids (default: one
+    group) into a batch, longest rows first so micro-batches pad little."""
     if not trajectories:
         raise ValueError("cannot collate an empty list of trajectories")
     if len(advantages) != len(trajectories):
@@ -113,4 +120,6 @@ def collate(trajectories: Sequence[Trajectory], advantages: torch.Tensor, pad_id
         behaviour_logprobs=behaviour[:, 1:],
         versions=versions[:, 1:],
         advantages=advantages[order].float(),
+        rewards=torch.tensor([trajectories[i].reward for i in order], dtype=torch.float32),
+        groups=torch.tensor([groups[i] if groups is not None else 0 for i in order], dtype=torch.long),
     )

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from agentgym.algorithms import PolicyLossConfig
+from agentgym.algorithms.vcpo import VcpoConfig
 from agentgym.cluster.config import BackendConfig
 from agentgym.config import Config
 from agentgym.episode import Timeouts
@@ -71,6 +72,16 @@ class AlgorithmSection(Config):
     epochs: int = Field(1, ge=1)
     """Passes over each step's batch, each an optimizer step (PPO epochs); the weights are published once, after
     the last. More than 1 reuses each rollout more, and makes the training phase longer against the rollout."""
+    vcpo: VcpoConfig = VcpoConfig()
+    """VCPO's variance control for far off-policy steps: the ESS-scaled learning rate (``lr_scaling``) and the
+    minimum-variance baseline (``baseline: min_variance``); off by default."""
+
+    @model_validator(mode="after")
+    def _baseline_replaces_a_mean(self) -> AlgorithmSection:
+        if self.vcpo.baseline == "min_variance" and self.advantage not in ("grpo", "dr_grpo"):
+            raise ValueError(f"algorithm.vcpo.baseline: min_variance replaces the group mean of grpo or dr_grpo, "
+                             f"not the baseline of {self.advantage}")
+        return self
 
 
 class OptimSection(Config):
@@ -254,6 +265,10 @@ class TrainConfig(Config):
         if self.mux.address is not None and self.trainer.async_ratio:
             raise ValueError("trainer.async_ratio: a multiplexed job (mux.address) is synchronous, 0: an "
                              "asynchronous one keeps both pools busy and leaves no bubble for another job to fill")
+        if self.algorithm.vcpo.grad_norm == "exact" and self.algorithm.vcpo.baseline == "min_variance" and \
+                self.trainer.parallel == "fsdp":
+            raise ValueError("algorithm.vcpo.grad_norm: exact takes a backward pass per trajectory through a rank's "
+                             "whole model, which fsdp shards; use logits under trainer.strategy fsdp")
         if self.mux.address is not None and self.trainer.colocate:
             raise ValueError("trainer.colocate: a multiplexed job trains on its group's training pool, apart "
                              "from the rollout pool")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,12 @@ import torch
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from agentgym.algorithms import entropy_from_logits, k3_kl, masked_mean, policy_loss
+from agentgym.algorithms.vcpo import (
+    effective_sample_size_log,
+    lr_factor,
+    min_variance_advantages,
+    sequence_log_weights,
+)
 from agentgym.inference.sampling import token_logprobs
 from agentgym.progress import quiet_progress_bars
 from agentgym.trainers.batch import Share, TrainBatch, shares
@@ -20,6 +27,7 @@ from agentgym.trainers.parallel import (
     AgentLogits,
     clip_gradients,
     full_weights,
+    gather_rows,
     gradient_sync,
     is_writer,
     load_optimizer,
@@ -108,11 +116,14 @@ class Learner:
         part of the last pass's metrics, for :func:`merge_metrics`."""
         self.snapshots.save(self.version, self.model)
         self.policy.train()
+        baseline: dict[str, float] = {}
+        if self.config.algorithm.vcpo.baseline == "min_variance":
+            share, baseline = self._min_variance(share)
         for _ in range(self.config.algorithm.epochs):
             metrics = self._pass(share)
         self.scheduler.step()
         self.version += 1
-        return metrics
+        return {**metrics, **baseline}
 
     def _pass(self, share: Share) -> dict[str, float]:
         """Accumulate the loss's gradient over this rank's micro-batches, each weighted by its part of the whole
@@ -123,19 +134,100 @@ class Learner:
         scale = world_size(self.policy)
         passes = len(share.micro_batches)
         metrics: dict[str, float] = {}
+        log_weights = []
         for index, micro in enumerate(share.micro_batches):
             padding = index >= passes - share.padding
             with gradient_sync(self.policy, index == passes - 1):
-                loss, micro_metrics = self._micro_step(micro)
+                loss, micro_metrics, weights = self._micro_step(micro)
                 token_share = 0.0 if padding else micro.agent_tokens / share.agent_tokens
                 loss_share = token_share if token_mean or padding else micro.trained_rows / share.rows
                 (loss * loss_share * scale).backward()
             if not padding:
                 _combine(metrics, micro_metrics, token_share=token_share, loss_share=loss_share)
+                log_weights += weights[micro.loss_mask.sum(-1) > 0].tolist()
         metrics["train/grad_norm"] = clip_gradients(self.policy.parameters(), self.config.optim.grad_clip)
         metrics["train/lr"] = self.scheduler.get_last_lr()[0]
-        self.optimizer.step()
+        metrics.update(self._ess_step(log_weights))
         return metrics
+
+    def _ess_step(self, log_weights: list[float]) -> dict[str, float]:
+        """Step the optimizer at VCPO's ESS-scaled learning rate (``algorithm.vcpo.lr_scaling``) from the sequence
+        log weights of every rank's trajectories; the step's ESS, ESS ratio and the learning rate it took."""
+        vcpo = self.config.algorithm.vcpo
+        every = gather_rows(self.policy, log_weights)
+        ess = effective_sample_size_log(torch.tensor(every))
+        ratio = ess / len(every) if every else 1.0
+        factor = lr_factor(ratio, vcpo.base_ess_ratio, vcpo.lr_scaling)
+        scheduled = [group["lr"] for group in self.optimizer.param_groups]
+        for group, lr in zip(self.optimizer.param_groups, scheduled, strict=True):
+            group["lr"] = lr * factor
+        self.optimizer.step()
+        for group, lr in zip(self.optimizer.param_groups, scheduled, strict=True):
+            group["lr"] = lr
+        return {"train/ess": ess, "train/ess_ratio": ratio, "train/effective_lr": scheduled[0] * factor}
+
+    def _min_variance(self, share: Share) -> tuple[Share, dict[str, float]]:
+        """``share`` with VCPO's minimum-variance advantages: each group's ``b*`` from the importance weights,
+        gradient norms and rewards of its members on every rank; and the step's baseline metrics."""
+        vcpo, mine = self.config.algorithm.vcpo, []
+        own = len(share.micro_batches) - share.padding
+        for index, micro in enumerate(share.micro_batches):  # every rank runs as many forward passes (FSDP)
+            log_weights, norms = self._scores(micro, exact=vcpo.grad_norm == "exact" and index < own)
+            trained = micro.loss_mask.sum(-1) > 0
+            if index < own:
+                mine.append(list(zip(micro.groups[trained].tolist(), micro.rewards[trained].tolist(),
+                                     log_weights[trained].tolist(), norms[trained].tolist(), strict=True)))
+        ranks = gather_rows(self.policy, [mine])
+        rows = [row for rank in ranks for micro in rank for row in micro]
+        groups, rewards, log_weights, norms = (torch.tensor(column, dtype=torch.float64) for column in zip(*rows))
+        grpo = self.config.algorithm.advantage == "grpo"
+        advantages, baselines = min_variance_advantages(rewards, groups, log_weights, norms, scale_by_std=grpo)
+        _, means = min_variance_advantages(rewards, groups, torch.zeros_like(rewards), torch.ones_like(rewards),
+                                           scale_by_std=grpo)
+        start = sum(len(micro) for rank in ranks[:_rank(self.policy)] for micro in rank)
+        micros = []
+        for index, micro in enumerate(share.micro_batches):
+            if index < own:
+                trained = micro.loss_mask.sum(-1) > 0
+                count = int(trained.sum())
+                values = micro.advantages.clone()
+                values[trained] = advantages[start:start + count].to(values)
+                start += count
+                micro = replace(micro, advantages=values)
+            micros.append(micro)
+        metrics = {"train/baseline_mean": baselines.mean().item(),
+                   "train/baseline_shift": (baselines - means).abs().mean().item()}
+        return replace(share, micro_batches=micros), metrics
+
+    def _scores(self, micro: TrainBatch, *, exact: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """``[b]`` sequence log importance weights (``pi_old`` over the behaviour policy) of ``micro``'s rows and
+        ``[b]`` squared norms of ``grad log pi(tau)``: exact (a backward pass per row) or over the logits."""
+        agent = micro.loss_mask.bool()
+        with torch.no_grad():
+            logits = self.policy(micro.input_ids, micro.attention_mask, agent)
+            sampling = self.config.sampling
+            values = token_logprobs(logits, micro.input_ids[:, 1:][agent], sampling.temperature or 1.0, sampling.top_p)
+            proximal = torch.zeros(agent.shape, dtype=values.dtype, device=values.device).masked_scatter(agent, values)
+            old, _ = self._old_logprobs(micro, proximal, agent & (micro.versions < self.version))
+            log_weights = sequence_log_weights(old, micro.behaviour_logprobs, agent)
+            norms = _logit_score_norms(logits, micro.input_ids[:, 1:][agent], agent, sampling.temperature or 1.0)
+        return log_weights, self._exact_score_norms(micro) if exact else norms
+
+    def _exact_score_norms(self, micro: TrainBatch) -> torch.Tensor:
+        """``[b]`` squared norms of each row's ``grad sum_t log pi(y_t)`` over every trained parameter, one backward
+        pass of this rank's whole model per row (no gradient is synchronised)."""
+        norms = torch.zeros(micro.rows, dtype=torch.float64)
+        parameters = [p for p in self.model.parameters() if p.requires_grad]
+        with gradient_sync(self.policy, False):
+            for row in range(micro.rows):
+                if not micro.loss_mask[row].any():
+                    continue
+                self.model.zero_grad(set_to_none=True)
+                logprobs, _ = self.logprobs(self.model, _rows(micro, torch.arange(micro.rows) == row))
+                logprobs.sum().backward()
+                norms[row] = sum(p.grad.double().square().sum() for p in parameters if p.grad is not None)
+        self.model.zero_grad(set_to_none=True)
+        return norms
 
     def skip(self) -> dict[str, float]:
         """Publish the next version without an update (a batch with no signal): the schedule still advances."""
@@ -189,7 +281,8 @@ class Learner:
     def scheduler_state(self) -> dict[str, Any]:
         return self.scheduler.state_dict()
 
-    def _micro_step(self, micro: TrainBatch) -> tuple[torch.Tensor, dict[str, float]]:
+    def _micro_step(self, micro: TrainBatch) -> tuple[torch.Tensor, dict[str, float], torch.Tensor]:
+        """The loss of ``micro`` and its metrics, and its rows' sequence log importance weights (for the ESS)."""
         algorithm = self.config.algorithm
         logprobs, entropy = self.logprobs(self.policy, micro, entropy=True)
         proximal = logprobs.detach()
@@ -208,7 +301,7 @@ class Learner:
         metrics["train/old_logprobs_missing_fraction"] = masked_mean(missing.float(), agent).item()
         lag = (self.version - micro.versions).clamp(min=0).float()
         metrics["train/staleness_mean"] = masked_mean(lag, agent).item()
-        return loss, metrics
+        return loss, metrics, sequence_log_weights(old, micro.behaviour_logprobs, agent)
 
     def _old_logprobs(self, micro: TrainBatch, proximal: torch.Tensor, stale: torch.Tensor
                       ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -236,13 +329,14 @@ _LOSS_METRICS = ("train/loss", "train/policy_loss")
 means over agent tokens, weighted by the micro-batch's share of them, or extremes (``_min``, ``_max``)."""
 
 
-_STEP_METRICS = ("train/grad_norm", "train/lr")
-"""Metrics of the whole step, the same on every rank."""
+_STEP_METRICS = ("train/grad_norm", "train/lr", "train/ess", "train/ess_ratio", "train/effective_lr",
+                 "train/baseline_mean", "train/baseline_shift")
+"""Metrics of the whole step, the same on every rank (the baseline's only with ``vcpo.baseline: min_variance``)."""
 
 
 def merge_metrics(parts: list[dict[str, float]], batch: TrainBatch) -> dict[str, float]:
     """The step's metrics from each rank's part of them (:meth:`Learner.train`)."""
-    metrics = {key: parts[0][key] for key in _STEP_METRICS}
+    metrics = {key: parts[0][key] for key in _STEP_METRICS if key in parts[0]}
     for part in parts:
         _combine(metrics, {k: v for k, v in part.items() if k not in _STEP_METRICS}, token_share=1.0, loss_share=1.0)
     metrics["train/agent_tokens"] = float(batch.agent_tokens)
@@ -261,6 +355,20 @@ def _combine(totals: dict[str, float], metrics: dict[str, float], *, token_share
             totals[key] = totals.get(key, 0.0) + value * weight
 
 
+def _logit_score_norms(logits: torch.Tensor, targets: torch.Tensor, agent: torch.Tensor, temperature: float
+                       ) -> torch.Tensor:
+    """``[B]`` squared norms of ``grad log softmax(z / T)[y]`` with respect to the logits ``z`` of each row's agent
+    tokens, summed over them: ``|e_y - p|^2 / T^2 = (1 - 2 p_y + sum p^2) / T^2`` per token."""
+    probabilities = torch.softmax(logits.float() / temperature, -1)
+    picked = probabilities.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    per_token = (1 - 2 * picked + probabilities.square().sum(-1)) / temperature**2
+    rows = agent.nonzero()[:, 0]
+    return torch.zeros(agent.shape[0], dtype=torch.float64, device=logits.device).index_add_(0, rows, per_token.double())
+
+
+def _rank(policy: torch.nn.Module) -> int:
+    return torch.distributed.get_rank() if world_size(policy) > 1 else 0
+
+
 def _rows(batch: TrainBatch, rows: torch.Tensor) -> TrainBatch:
-    return TrainBatch(batch.input_ids[rows], batch.attention_mask[rows], batch.loss_mask[rows],
-                      batch.behaviour_logprobs[rows], batch.versions[rows], batch.advantages[rows])
+    return TrainBatch(**{f.name: getattr(batch, f.name)[rows] for f in fields(batch)})

@@ -81,6 +81,15 @@ def world_size(policy: nn.Module) -> int:
     return dist.get_world_size() if distributed else 1
 
 
+def gather_rows(policy: nn.Module, rows: list[Any]) -> list[Any]:
+    """Every rank's ``rows``, concatenated in rank order (``rows`` itself on one process)."""
+    if world_size(policy) == 1:
+        return rows
+    everyone: list[list[Any]] = [[] for _ in range(dist.get_world_size())]
+    dist.all_gather_object(everyone, rows)
+    return [row for rank in everyone for row in rank]
+
+
 def is_writer(policy: nn.Module) -> bool:
     """Whether this process writes what one copy of the run holds (the model folder): rank 0, or the only one."""
     return world_size(policy) == 1 or dist.get_rank() == 0

@@ -113,6 +113,38 @@ def test_a_step_on_two_ranks_updates_the_weights_as_one_process_does(tiny_model_
     assert metrics["train/agent_tokens"] == expected["train/agent_tokens"] == 17
 
 
+@pytest.mark.parametrize(("strategy", "grad_norm"), [
+    ("ddp", "exact"),
+    pytest.param("fsdp", "logits", marks=pytest.mark.ray),
+])
+def test_vcpo_on_two_ranks_reduces_the_ess_and_baseline_over_both(tiny_model_dir, local_ray, strategy, grad_norm):
+    """The ESS-scaled rate and the min-variance baseline come from every rank's trajectories (a group's members
+    are dealt to both ranks): two ranks step as one process does, with the same ESS, rate and baseline."""
+    vcpo = {"lr_scaling": "sqrt", "baseline": "min_variance", "grad_norm": grad_norm}
+    single = _config(tiny_model_dir)
+    single = single.model_copy(update={"algorithm": single.algorithm.model_validate(
+        {"loss": {"correction": {"tis": 2.0}}, "vcpo": vcpo})})
+    batch = _batch(tiny_model_dir, single)
+    batch = replace(batch, rewards=torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0]), groups=torch.tensor([0, 0, 1, 1, 0]))
+    learner = Learner(AutoModelForCausalLM.from_pretrained(tiny_model_dir), single)
+    expected = learner.step(batch)
+    assert expected["train/ess_ratio"] < 1 and expected["train/baseline_shift"] > 0  # both act on this batch
+
+    config = single.model_copy(update={"trainer": single.trainer.model_copy(
+        update={"world_size": 2, "strategy": strategy})})
+    group = RankGroup(config, tiny_model_dir)
+    try:
+        metrics = group.step(batch)
+        weights = group.weights()
+    finally:
+        group.close()
+    for key, value in weights.items():
+        torch.testing.assert_close(value, learner.model.state_dict()[key], rtol=0, atol=ADAM_TOLERANCE, msg=key)
+    for key in ("train/ess", "train/ess_ratio", "train/effective_lr", "train/baseline_mean", "train/baseline_shift",
+                *METRICS):
+        assert metrics[key] == pytest.approx(expected[key], rel=1e-4, abs=1e-6), key
+
+
 def _continued(learner: Learner | RankGroup, checkpoint: Path, batch: TrainBatch) -> dict[str, torch.Tensor]:
     """Restore ``learner`` from ``checkpoint`` (written at version 1), train on ``batch``, return its weights."""
     scheduler = torch.load(checkpoint / "scheduler.pt", weights_only=False)
