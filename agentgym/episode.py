@@ -3,7 +3,9 @@
 Time limits nest: a tool call within a turn (the policy's answer and the environment's step) within
 the episode. Whatever ends an episode abnormally is recorded, never scored: an exception or a time
 limit gives ``status="error"`` with its cause (``info["error_cause"]`` names the phase and kind, for
-counting); a full context window gives ``status="truncated"``.
+counting); a full context window gives ``status="truncated"``. Between turns an episode waits while its
+:data:`turn_gate` is clear (the scheduler pauses a surplus episode there to carry it over); that pause is no
+part of any time limit.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import asyncio
 import itertools
 import time
 import traceback
+from contextvars import ContextVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -22,6 +25,10 @@ from agentgym.messages import Message
 from agentgym.policies import Policy, PolicySession
 from agentgym.tasks import Task
 from agentgym.trajectory import Trajectory, Turn
+
+turn_gate: ContextVar[asyncio.Event | None] = ContextVar("turn_gate", default=None)
+"""The gate the episode of the current task waits at before each turn after the first, while it is clear
+(``None``: never waits); the seconds waited go to ``timings["paused_seconds"]``."""
 
 
 class Timeouts(BaseModel):
@@ -108,6 +115,18 @@ class _Watchdog:
             self.turn_end = self.loop.time() + self.timeouts.turn
             self._arm()
 
+    async def pause(self, gate: asyncio.Event) -> float:
+        """Wait for ``gate`` with the limits stopped; the seconds waited, by which the episode's limit moves later."""
+        episode_end, self.episode_end, self.turn_end = self.episode_end, None, None
+        tick = self.loop.time()
+        try:
+            await gate.wait()
+        finally:
+            waited = self.loop.time() - tick
+            self.episode_end = None if episode_end is None else episode_end + waited
+            self._arm()
+        return waited
+
     def stop(self) -> None:
         if self._handle is not None:
             self._handle.cancel()
@@ -153,6 +172,11 @@ class _Episode:
             if await self._turn(session, observation):
                 return
             observation = self.trajectory.turns[-1].observation
+            gate = turn_gate.get()
+            if gate is not None and not gate.is_set():
+                self.phase = "paused"
+                paused = await watchdog.pause(gate)
+                self.trajectory.timings["paused_seconds"] = self.trajectory.timings.get("paused_seconds", 0.0) + paused
 
     async def _turn(self, session: PolicySession, observation: list[Message]) -> bool:
         """Play one turn; whether the episode is over."""
