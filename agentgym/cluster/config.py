@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from agentgym.config import Config
 from agentgym.rollout.config import TreeRollout
@@ -57,3 +57,15 @@ class BackendConfig(Config):
     (``round(G * η)``) grown as one tree of episodes that fork where the policy is unsure."""
     latr: TreeRollout = TreeRollout()
     """LATR's settings, within a turn and across turns (for ``sampling: latr``)."""
+    carry_over: bool = False
+    """Keep a complete group's spares that are still playing, paused at their next turn, and resume them first
+    once the weights changed, in an extra group of their task (APRIL's partial rollout; ``local`` backend only)."""
+    carry_over_limit: int = Field(64, ge=1)
+    """Spares paused at once with ``carry_over``; one beyond it is cancelled."""
+
+    @model_validator(mode="after")
+    def _carry_over_is_local(self) -> BackendConfig:
+        if self.carry_over and self.backend == "ray":
+            raise ValueError("carry_over: needs backend: local (an episode in a Ray env worker cannot be paused at a "
+                             "turn boundary from the scheduler); set carry_over: false or backend: local")
+        return self

@@ -22,7 +22,8 @@ class TreeRollout(LatrParams):
 
 
 class RolloutConfig(BaseModel):
-    """How many episodes run at once, how they are grouped, and how stale a trajectory may be."""
+    """How many episodes run at once, how they are grouped, how stale a trajectory may be, and whether a complete
+    group's spares are carried over (``carry_over``) rather than cancelled."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -31,7 +32,8 @@ class RolloutConfig(BaseModel):
     group_size: int = Field(1, ge=1)
     """Samples of each task kept (G): a group is G independent episodes of one task."""
     redundancy: int = Field(0, ge=0)
-    """Extra episodes started per group; the first ``group_size`` to finish are kept, the rest cancelled."""
+    """Extra episodes started per group; the first ``group_size`` to finish are kept, the rest cancelled (or, with
+    ``carry_over``, carried over)."""
     max_retries: int = Field(2, ge=0)
     """Episodes per group that may be started again after an infrastructure error or a staleness drop."""
     max_staleness: int | None = Field(None, ge=0)
@@ -55,6 +57,11 @@ class RolloutConfig(BaseModel):
     any the tree fell short of sampled on their own."""
     latr: TreeRollout = TreeRollout()
     """LATR's settings, within a turn and across turns (used with ``sampling: latr``)."""
+    carry_over: bool = False
+    """Keep a complete group's spares that are still playing (APRIL): paused at their next turn, resumed first
+    once the policy version advanced, in a carry group of their task (``g{index}c{n}``) filled up with fresh ones."""
+    carry_over_limit: int = Field(64, ge=1)
+    """Spares paused at once with ``carry_over``; one beyond it is cancelled as without."""
 
     @model_validator(mode="after")
     def _admission_needs_staleness(self) -> RolloutConfig:
