@@ -19,9 +19,10 @@ class RolloutMetrics(BaseModel):
     errored: int = 0
     """Ended by an infrastructure failure (streamed with ``status="error"``, never scored)."""
     cancelled: int = 0
-    """Redundant episodes stopped (or discarded) once their group had enough finishers."""
+    """Redundant episodes stopped (or discarded) once their group had enough finishers, or carried over and
+    discarded."""
     dropped: int = 0
-    """Finished but too stale for the staleness bound."""
+    """Finished but too stale for the staleness bound (logged as ``rollout/dropped_stale``)."""
     retried: int = 0
     """Episodes started again to refill a group after an error or a drop."""
     groups_complete: int = 0
@@ -57,6 +58,29 @@ class RolloutMetrics(BaseModel):
     tree_tokens: int = 0
     """Agent tokens the trees chose rather than sampled (of ``generated_tokens``: a token a forked episode shares
     with its parent counts in each, as each trains on it)."""
+
+    carried: int = 0
+    """Spares of complete groups carried over (``carry_over``) instead of cancelled."""
+    carried_kept: int = 0
+    """Carried-over episodes that ended kept (of ``finished``)."""
+    carried_tokens: int = 0
+    """Agent tokens of those kept carried-over trajectories."""
+    carry_discarded: int = 0
+    """Carried-over episodes cancelled while paused, by :meth:`~agentgym.rollout.RolloutScheduler.stop` (of
+    ``cancelled``)."""
+    carry_buffer: int = 0
+    """Carried-over episodes paused now, waiting for a carry group."""
+    carry_paused_seconds: float = 0.0
+    """Summed over settled carried-over episodes: time paused at a turn boundary."""
+    carry_groups: int = 0
+    """Carry groups opened (each adopting the carried-over episodes of one group)."""
+
+    def count_carried(self, trajectory: Trajectory, *, kept: bool) -> None:
+        """Count a carried-over episode as it settles."""
+        self.carry_paused_seconds += trajectory.timings.get("paused_seconds", 0.0)
+        if kept:
+            self.carried_kept += 1
+            self.carried_tokens += sum(trajectory.loss_mask)
 
     def count_tree(self, trajectories: list[Trajectory]) -> None:
         """Count a tree and its forks and prunes."""
@@ -102,9 +126,14 @@ class RolloutMetrics(BaseModel):
         """Flat ``rollout/...`` keys for metric writers."""
         out: dict[str, Any] = {
             f"rollout/{k}": getattr(self, k)
-            for k in ("started", "finished", "errored", "cancelled", "dropped", "retried", "generated_tokens",
-                      "decoded_tokens", "close_errors")
+            for k in ("started", "finished", "errored", "cancelled", "retried", "generated_tokens", "decoded_tokens",
+                      "close_errors")
         }
+        out["rollout/dropped_stale"] = self.dropped
+        carry = ("carried", "carried_kept", "carried_tokens", "carry_discarded", "carry_buffer", "carry_paused_seconds",
+                 "carry_groups")
+        if any(getattr(self, k) for k in carry):
+            out.update({f"rollout/{k}": getattr(self, k) for k in carry})
         if self.tree_groups:
             out.update({f"rollout/{k}": getattr(self, k)
                         for k in ("tree_groups", "tree_branches", "tree_pruned", "tree_refilled", "tree_tokens")})
