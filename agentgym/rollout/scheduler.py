@@ -8,6 +8,13 @@ bound is dropped (and refilled the same way). With ``batch_size`` the bound also
 start. Every started episode is counted exactly once in :class:`RolloutMetrics`. Environment instances
 are reused while healthy; a failed one is closed in the background (within the episode time limit), and
 a close that fails is counted in ``close_errors``, never raised.
+
+With ``carry_over`` (APRIL's partial rollout) a complete group's spares still playing are not cancelled but
+carried over: they leave the group (which closes now), pause at their next turn boundary (holding their
+environment, slot and staleness budget) and, once the policy version has advanced, are adopted before the next
+task is handed out by a carry group of their task (``g{index}c{n}``), filled up with fresh episodes. They resume
+regardless of the version when every episode in flight is paused and nothing more can start (at the end of the
+tasks, or with the budget spent), so a rollout never stalls on them.
 """
 
 from __future__ import annotations
@@ -15,11 +22,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agentgym.episode import turn_gate
 from agentgym.policies import Policy
 from agentgym.rollout.config import RolloutConfig
 from agentgym.rollout.garbage_collection import relaxed_gc
@@ -32,9 +41,9 @@ from agentgym.trajectory import Trajectory
 Outcome = Literal["kept", "error", "dropped", "surplus"]
 
 
-def group_id(index: int) -> str:
-    """The id in the stream of the group of the task with ``index``."""
-    return f"g{index}"
+def group_id(index: int, carry: int = 0) -> str:
+    """The id in the stream of the group of the task with ``index`` (its ``carry``-th carry group, from 1)."""
+    return f"g{index}c{carry}" if carry else f"g{index}"
 
 
 @dataclass
@@ -45,20 +54,43 @@ class GroupResult:
     task: Task
     kept: list[Trajectory] = field(default_factory=list)
     errors: list[Trajectory] = field(default_factory=list)
+    carry: int = 0
+    """0 for the task's own group; ``n`` for its ``n``-th carry group (``carry_over``)."""
 
     @property
     def id(self) -> str:
-        return group_id(self.index)
+        return group_id(self.index, self.carry)
+
+
+def _open_gate() -> asyncio.Event:
+    gate = asyncio.Event()
+    gate.set()
+    return gate
+
+
+@dataclass
+class _Slot:
+    """One attempt: the group it plays for now (a carried-over one moves to a carry group) and the gate its episode
+    waits at between turns (clear while carried over)."""
+
+    group: _Group
+    gate: asyncio.Event = field(default_factory=_open_gate)
+    task: asyncio.Task[None] = field(init=False)
+    playing: bool = False
+    """Its episode has started and is not yet settled (cancelling it now counts it as cancelled)."""
+    carried_at: int | None = None
+    """The policy version when it was carried over (``None``: never)."""
 
 
 @dataclass
 class _Group:
     result: GroupResult
     size: int
-    attempts: list[asyncio.Task[None]] = field(default_factory=list)
+    started: int = 0
+    """Episodes started; the last one's seed (a carry group continues its original's count)."""
+    slots: list[_Slot] = field(default_factory=list)
     running: int = 0
     retries: int = 0
-    started: int = 0
     launching: bool = True
     """The scheduler may still start episodes of this group, so it must not close yet."""
     complete: bool = False
@@ -97,8 +129,16 @@ class RolloutScheduler:
         self.on_group = on_group
         self.runner = MixtureRunner(backend or LocalBackend(), self.envs, policy,
                                     close_timeout=self.config.timeouts.episode)
-        self._groups: dict[int, _Group] = {}
-        """Groups not yet closed, by task index."""
+        self._groups: dict[str, _Group] = {}
+        """Groups not yet closed, by id."""
+        self._carry: list[_Slot] = []
+        """Carried-over attempts paused until a carry group adopts them."""
+        self._to_fill: deque[tuple[_Group, int]] = deque()
+        """Carry groups waiting for their fresh episodes, with how many."""
+        self._carry_groups: Counter[int] = Counter()
+        """Carry groups opened so far, by task index."""
+        self._exhausted = False
+        """No new task is left to hand out."""
         self._running = 0
         self._kept = 0
         self._first_version = 0
@@ -115,11 +155,13 @@ class RolloutScheduler:
         return int(getattr(self.engine, "version", 0))
 
     def stop(self) -> None:
-        """Start nothing more and cancel the episodes in flight (counted as cancelled)."""
+        """Start nothing more and cancel the episodes in flight, carried-over ones too (counted as cancelled)."""
         self._stopping = True
         for group in list(self._groups.values()):
-            for attempt in group.attempts:
-                attempt.cancel()
+            for slot in group.slots:
+                slot.task.cancel()
+        for slot in self._carry:
+            slot.task.cancel()
         self._changed.set()
 
     def release(self, trajectories: int) -> None:
@@ -152,22 +194,19 @@ class RolloutScheduler:
         try:
             async with asyncio.TaskGroup() as tasks_group:
                 for index, task in tasks:
-                    group = _Group(GroupResult(index, task), self.config.group_size)
-                    self._groups[index] = group
-                    slots = group.size + self.config.redundancy
-                    width = self.tree_width()
-                    if width and await self._wait_for_room():
-                        self._launch(group, tasks_group, tree=width)
-                        slots -= width
-                    for _ in range(slots):
-                        if not await self._wait_for_room() or group.complete:
-                            break
-                        self._launch(group, tasks_group)
-                    group.launching = False
-                    if group.running == 0:  # every episode it started has ended (or, stopping, it started none)
-                        await self._close(group)
+                    await self._resume_carried(tasks_group)
                     if self._stopping:
                         break
+                    group = self._open(GroupResult(index, task))
+                    await self._fill(group, self.config.group_size + self.config.redundancy, tasks_group,
+                                     tree=self.tree_width())
+                    if self._stopping:
+                        break
+                self._exhausted = True
+                await self._resume_carried(tasks_group)
+                while self.config.carry_over and (self._carry or self._groups) and not self._stopping:
+                    await self._wait_for_change()
+                    await self._resume_carried(tasks_group)
         finally:
             try:
                 await self.runner.close()
@@ -175,20 +214,46 @@ class RolloutScheduler:
                 self.metrics.close_errors = self.runner.close_errors
                 await self.stream.close()
 
+    def _open(self, result: GroupResult, started: int = 0) -> _Group:
+        group = _Group(result, self.config.group_size, started)
+        self._groups[result.id] = group
+        return group
+
+    async def _fill(self, group: _Group, slots: int, tasks_group: asyncio.TaskGroup, *, tree: int = 0) -> None:
+        """Start ``slots`` episodes of ``group`` as room allows (the first ``tree`` as one tree), then let it close."""
+        if tree and await self._wait_for_room():
+            self._launch(group, tasks_group, tree=tree)
+            slots -= tree
+        for _ in range(slots):
+            if not await self._wait_for_room() or group.complete:
+                break
+            self._launch(group, tasks_group)
+        group.launching = False
+        if group.running == 0:  # every episode it started has ended (or, stopping, it started none)
+            await self._close(group)
+
     # -- admission ------------------------------------------------------------------------------
 
+    def _has_room(self) -> bool:
+        return self._running < self.config.concurrency and self._admissible()
+
     async def _wait_for_room(self) -> bool:
-        """Wait for a free slot within the staleness budget; ``False`` once stopping."""
+        """Wait for a free slot within the staleness budget (adopting carried-over episodes due meanwhile);
+        ``False`` once stopping."""
         while not self._stopping:
-            if self._running < self.config.concurrency and self._admissible():
+            if self._has_room():
                 return True
-            self._changed.clear()
-            # versions change outside, so poll; asyncio.timeout, unlike wait_for on Python 3.11, never swallows
-            # a cancellation that arrives as the event is set (the task group's, when an attempt fails)
-            with suppress(TimeoutError):
-                async with asyncio.timeout(0.05):
-                    await self._changed.wait()
+            self._adopt_due()
+            await self._wait_for_change()
         return False
+
+    async def _wait_for_change(self) -> None:
+        self._changed.clear()
+        # versions change outside, so poll; asyncio.timeout, unlike wait_for on Python 3.11, never swallows
+        # a cancellation that arrives as the event is set (the task group's, when an attempt fails)
+        with suppress(TimeoutError):
+            async with asyncio.timeout(0.05):
+                await self._changed.wait()
 
     def _admissible(self) -> bool:
         c = self.config
@@ -209,33 +274,46 @@ class RolloutScheduler:
         ``tree`` running ones, for the concurrency and the staleness budget)."""
         self._running += max(tree, 1)
         group.running += 1
-        attempt = self._attempt_tree(group, tree, tasks_group) if tree else self._attempt(group)
-        group.attempts.append(tasks_group.create_task(attempt))
+        slot = _Slot(group)
+        group.slots.append(slot)
+        slot.task = tasks_group.create_task(self._attempt_tree(group, tree, tasks_group) if tree else self._attempt(slot))
 
     # -- one slot's life ------------------------------------------------------------------------
 
-    async def _attempt(self, group: _Group) -> None:
-        """Run episodes of ``group`` in one slot: the first, then refills while they are allowed."""
-        playing = False
+    async def _attempt(self, slot: _Slot) -> None:
+        """Run episodes in one slot: the first, then refills of its group while they are allowed."""
+        turn_gate.set(slot.gate)  # this task's own context: its episodes wait at this slot's gate
         try:
-            while not group.complete:
-                playing = True
-                trajectory = await self._play(group)
-                playing = False  # from here on _settle counts it, with no await before it does
-                outcome = await self._settle(group, trajectory)
+            while not slot.group.complete:
+                slot.playing = True
+                trajectory = await self._play(slot.group)
+                await slot.gate.wait()  # one that ended while carried over is settled in its carry group
+                slot.playing = False  # from here on _settle counts it, with no await before it does
+                group, carried, slot.carried_at = slot.group, slot.carried_at is not None, None  # a refill is fresh
+                outcome = await self._settle(group, trajectory, carried=carried)
                 if outcome not in ("error", "dropped") or not self._may_retry(group):
                     break
                 group.retries += 1
                 self.metrics.retried += 1
         except asyncio.CancelledError:
-            if playing:
+            if slot.playing:
                 self.metrics.cancelled += 1
+                if slot in self._carry:
+                    self.metrics.carry_discarded += 1
         finally:
             self._running -= 1
-            group.running -= 1
             self._changed.set()
-            if group.running == 0 and not group.launching:
-                await self._close(group)
+            if slot in self._carry:  # cancelled while carried over: it has left its group already
+                self._carry.remove(slot)
+                self.metrics.carry_buffer = len(self._carry)
+            else:
+                await self._leave(slot.group)
+
+    async def _leave(self, group: _Group) -> None:
+        """A slot of ``group`` has ended: close the group if it was the last and no more will start."""
+        group.running -= 1
+        if group.running == 0 and not group.launching:
+            await self._close(group)
 
     async def _attempt_tree(self, group: _Group, width: int, tasks_group: asyncio.TaskGroup) -> None:
         """Grow a tree of ``width`` episodes of ``group``, settle each, and start a fresh stochastic episode for each
@@ -253,10 +331,8 @@ class RolloutScheduler:
                     self._launch(group, tasks_group)
         finally:
             self._running -= width
-            group.running -= 1
             self._changed.set()
-            if group.running == 0 and not group.launching:
-                await self._close(group)
+            await self._leave(group)
 
     async def _play(self, group: _Group) -> Trajectory:
         self.metrics.started += 1
@@ -264,14 +340,24 @@ class RolloutScheduler:
         seed = (self.config.seed, group.result.index, group.started)
         return await self.runner.play(group.result.task, seed=seed, timeouts=self.config.timeouts)
 
-    async def _settle(self, group: _Group, trajectory: Trajectory) -> Outcome:
-        """Count a finished episode and decide its fate."""
-        trajectory.info["group"] = {"id": group.result.id, "index": group.result.index, "size": group.size}
+    async def _settle(self, group: _Group, trajectory: Trajectory, *, carried: bool = False) -> Outcome:
+        """Count a finished episode (``carried`` over, or not), decide its fate, and stream it unless it is thrown
+        away."""
+        outcome = self._judge(group, trajectory)
+        if carried:
+            self.metrics.count_carried(trajectory, kept=outcome == "kept")
+        if outcome in ("error", "kept"):
+            await asyncio.shield(self.stream.put(trajectory))
+        return outcome
+
+    def _judge(self, group: _Group, trajectory: Trajectory) -> Outcome:
+        """Count a finished episode and decide its fate; the one that completes its group spares the rest."""
+        result = group.result
+        trajectory.info["group"] = {"id": result.id, "index": result.index, "size": group.size, "carry": result.carry}
         self._clock()
         if trajectory.status == "error":
             self.metrics.count_error(trajectory)
-            group.result.errors.append(trajectory)
-            await asyncio.shield(self.stream.put(trajectory))
+            result.errors.append(trajectory)
             return "error"
         if group.complete:
             self.metrics.cancelled += 1
@@ -287,11 +373,58 @@ class RolloutScheduler:
         if len(group.result.kept) == group.size:
             group.complete = True
             current = asyncio.current_task()
-            for attempt in group.attempts:
-                if attempt is not current:
-                    attempt.cancel()
-        await asyncio.shield(self.stream.put(trajectory))
+            for slot in list(group.slots):
+                if slot.task is not current:
+                    self._spare(slot)
         return "kept"
+
+    # -- carry-over -----------------------------------------------------------------------------
+
+    def _spare(self, slot: _Slot) -> None:
+        """A slot of a complete group: carried over while its episode plays and the buffer has room, else cancelled."""
+        if not (self.config.carry_over and slot.playing and len(self._carry) < self.config.carry_over_limit):
+            slot.task.cancel()
+            return
+        slot.group.slots.remove(slot)
+        slot.group.running -= 1  # the group may close without it; the slot still runs (self._running)
+        slot.gate.clear()
+        slot.carried_at = self.version
+        self._carry.append(slot)
+        self.metrics.carried += 1
+        self.metrics.carry_buffer = len(self._carry)
+
+    def _adopt_due(self) -> None:
+        """Give the carried-over episodes that may resume (the version has advanced since, or everything in flight
+        is paused and nothing can start) carry groups, one per original group, and resume them; queue the groups'
+        fresh episodes."""
+        if not self._carry or self._stopping:
+            return
+        stalled = self._running == len(self._carry) and (self._exhausted or not self._has_room())
+        origins: dict[str, list[_Slot]] = {}
+        for slot in self._carry:
+            if stalled or (slot.carried_at is not None and self.version > slot.carried_at):
+                origins.setdefault(slot.group.result.id, []).append(slot)
+        for slots in origins.values():
+            origin = slots[0].group
+            self._carry_groups[origin.result.index] += 1
+            group = self._open(GroupResult(origin.result.index, origin.result.task,
+                                           carry=self._carry_groups[origin.result.index]), origin.started)
+            for slot in slots:
+                self._carry.remove(slot)
+                slot.group = group
+                group.slots.append(slot)
+                group.running += 1
+                slot.gate.set()
+            self.metrics.carry_groups += 1
+            self._to_fill.append((group, max(0, group.size - len(slots))))
+        self.metrics.carry_buffer = len(self._carry)
+
+    async def _resume_carried(self, tasks_group: asyncio.TaskGroup) -> None:
+        """Adopt the carried-over episodes due, and fill every carry group waiting for its fresh episodes."""
+        self._adopt_due()
+        while self._to_fill:
+            group, fresh = self._to_fill.popleft()
+            await self._fill(group, fresh, tasks_group)
 
     def _may_retry(self, group: _Group) -> bool:
         others = group.running - 1
@@ -309,7 +442,7 @@ class RolloutScheduler:
         if group.closed:
             return
         group.closed = True
-        del self._groups[group.result.index]
+        del self._groups[group.result.id]
         complete = len(group.result.kept) >= group.size
         if complete:
             self.metrics.groups_complete += 1
