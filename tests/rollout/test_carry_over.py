@@ -4,7 +4,6 @@ policy version advanced."""
 from __future__ import annotations
 
 import asyncio
-import re
 from collections import Counter
 from collections.abc import Callable, Coroutine
 from typing import Any
