@@ -69,6 +69,9 @@ class TrainerState:
     rng: dict[str, Any]
     sampler: dict[str, Any] | None = None
     """The task sampler's state: tasks handed out and not consumed, counts, the curriculum."""
+    carried: int = 0
+    """Episodes the carry-over buffer held (``rollout.carry_over``): a paused episode cannot be saved, so a resumed
+    run discards them, and says how many."""
 
 
 def rng_state() -> dict[str, Any]:
@@ -93,7 +96,8 @@ def save_checkpoint(run_dir: Path, learner: Any, tokenizer: Any, state: TrainerS
     learner.save(tmp)
     tokenizer.save_pretrained(tmp / "model")
     torch.save({"step": state.step, "scheduler": state.scheduler,
-                "data": state.data.state(), "rng": state.rng, "sampler": state.sampler}, tmp / STATE_FILE)
+                "data": state.data.state(), "rng": state.rng, "sampler": state.sampler,
+                "carried": state.carried}, tmp / STATE_FILE)
     _fsync_tree(tmp)
     if final.exists():
         shutil.rmtree(final)
@@ -118,7 +122,8 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
 def load_trainer_state(checkpoint: Path) -> TrainerState:
     raw = torch.load(checkpoint / STATE_FILE, weights_only=False)
     return TrainerState(step=raw["step"], scheduler=raw["scheduler"],
-                        data=DataPosition.from_state(raw["data"]), rng=raw["rng"], sampler=raw.get("sampler"))
+                        data=DataPosition.from_state(raw["data"]), rng=raw["rng"], sampler=raw.get("sampler"),
+                        carried=raw.get("carried", 0))
 
 
 def _write_atomically(path: Path, text: str) -> None:

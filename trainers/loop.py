@@ -90,10 +90,12 @@ RANKS_FILE = "ranks.json"
 """Where each trainer rank of a distributed run runs (rank, pid, node, device), written as the run starts."""
 BATCHES_FILE = "batches.jsonl"
 """One line per step: the train task positions it consumed, trained on (``tasks``), dropped by dynamic sampling
-(``dropped``) or skipped as failed (``failed``), so no group is lost or doubled on resume, and the seeds of the
-episodes it trained on (``info["seed"]``)."""
-_Closed = tuple[int, list[Trajectory] | None]
-"""A closed group of train tasks: its position and kept members, ``None`` where it failed."""
+(``dropped``), skipped as failed (``failed``) or left out as too stale by then (``stale``), so no group is lost or
+doubled on resume; the positions whose carry-over groups it took (``carried``: extras, never consumed); and the
+seeds of the episodes it trained on (``info["seed"]``)."""
+_Closed = tuple[int, list[Trajectory] | None, bool]
+"""A closed group of train tasks: its position, kept members (``None`` where it failed), and whether it is a
+carry-over group (``rollout.carry_over``: an extra group of an earlier position's task, outside the hand-out order)."""
 
 
 @dataclass
@@ -105,10 +107,13 @@ class _Draw:
     """Groups whose rewards were all equal, left out by dynamic sampling."""
     failed: list[int] = field(default_factory=list)
     """Positions of groups that failed on infrastructure."""
+    stale: list[list[Trajectory]] = field(default_factory=list)
+    """Groups with a member older than ``async_ratio`` versions by the step that would train it (kept in time, it
+    waited for slower members of its group): left out, so no trained token breaks the staleness bound."""
 
     @property
     def closed(self) -> int:
-        return len(self.trained) + len(self.dropped) + len(self.failed)
+        return len(self.trained) + len(self.dropped) + len(self.failed) + len(self.stale)
 
 
 @dataclass(frozen=True)
@@ -180,6 +185,9 @@ class _Run:
         self.tokenizer = AutoTokenizer.from_pretrained(self.source)
         self.data = DataPosition()
         self.step = 0
+        self.carry_discarded = 0
+        """Carried-over episodes the checkpoint resumed from had buffered, discarded; logged with the first step."""
+        self.carry_buffer = 0
         self.backend: Backend = LocalBackend()
         state = load_trainer_state(checkpoint) if checkpoint else None
         self.learner = self._learner()
@@ -190,6 +198,10 @@ class _Run:
                 self._close_learner()
                 raise
             self.step, self.data = state.step, state.data
+            self.carry_discarded = state.carried
+            if state.carried:
+                console.print(f"[yellow]resuming at step {state.step}: the {state.carried} carried-over episodes "
+                              "buffered at the checkpoint are discarded (a paused episode is not saved)[/]")
             if state.sampler is not None:
                 self.sampler.load_state(state.sampler)
             set_rng_state(state.rng)
@@ -242,7 +254,8 @@ class _Run:
         finally:
             self._close_learner()
         plot_curves(self.run_dir, self.run_dir / CURVES_FILE)
-        evals = [r for r in read_metrics(self.run_dir) if r.get("eval/success_rate") is not None]
+        records = read_metrics(self.run_dir)
+        evals = [r for r in records if r.get("eval/success_rate") is not None]
         result = TrainResult(
             run_dir=self.run_dir,
             steps=self.step,
@@ -250,7 +263,7 @@ class _Run:
             success_after=evals[-1]["eval/success_rate"] if evals and evals[-1]["step"] == self.step else None,
             wall_seconds=time.perf_counter() - started,
         )
-        write_report(self.run_dir, self.config, result, evals)
+        write_report(self.run_dir, self.config, result, records)
         return result
 
     def _close_learner(self) -> None:
@@ -302,6 +315,8 @@ class _Run:
             timeouts=trainer.timeouts,
             sampling=config.rollout.sampling,
             latr=config.rollout.latr,
+            carry_over=config.rollout.carry_over,
+            carry_over_limit=config.rollout.carry_over_limit,
         )
         scheduler = RolloutScheduler({s.id: s.kwargs for s in config.sources}, self._policy(engine), rollout_config,
                                      engine=engine, backend=self.backend)
@@ -311,7 +326,8 @@ class _Run:
         colocate = trainer.colocate
         if colocate:
             self.learner.offload()  # the engine has the device while it generates
-        with TrainProgress(trainer.steps, self.step, console=self.console) as progress:
+        with TrainProgress(trainer.steps, self.step, console=self.console,
+                           collapse=config.algorithm.vcpo.collapse_ess_ratio) as progress:
             if self.step == 0:
                 self._evaluate(background, engine, log, progress)
             rollout = background.submit(scheduler.run(map(self.sampler.task, self._order()), indices=self._order()))
@@ -330,6 +346,9 @@ class _Run:
                         metrics.update(self.turns.metrics(self.step))
                     metrics.update(self._consume(draw))
                     metrics.update(scheduler.metrics.log_dict())
+                    self.carry_buffer = scheduler.metrics.carry_buffer
+                    if self.carry_discarded:
+                        metrics["rollout/carry_discarded_on_resume"], self.carry_discarded = self.carry_discarded, 0
                     seconds = time.perf_counter() - step_started
                     metrics["time/step_seconds"] = seconds
                     metrics["time/wait_seconds"] = waited
@@ -364,14 +383,18 @@ class _Run:
         draw = _Draw()
         while len(draw.trained) < wanted and draw.closed < limit:
             try:
-                position, members = background.run(anext(groups))
+                position, members, carried = background.run(anext(groups))
             except StopAsyncIteration:
                 rollout.result()
                 raise AgentGymError("the rollout ended before training did (every task group failed?)") from None
             if members is None:
-                draw.failed.append(position)
+                if not carried:  # a failed carry-over group is an extra: the scheduler counts it, no task is owed
+                    draw.failed.append(position)
             elif algorithm.dynamic_sampling and not has_signal(members):
                 draw.dropped.append(members)
+                background.call(scheduler.release, len(members))
+            elif _lag(members, self.learner.version) > self.config.trainer.async_ratio:
+                draw.stale.append(members)
                 background.call(scheduler.release, len(members))
             else:
                 draw.trained.append(members)
@@ -412,11 +435,12 @@ class _Run:
         metrics.update(by_environment("rollout", played, self.config.sources))
         metrics["rollout/mixed_group_fraction"] = sum(mixed) / len(groups)
         metrics["rollout/distinct_action_sequences"] = sum(map(distinct_actions, groups)) / len(groups)
+        metrics["rollout/stale_groups_left_out"] = len(draw.stale)
         if algorithm.dynamic_sampling:
             metrics["dynamic/dropped_groups"] = len(draw.dropped)
             metrics["dynamic/drawn_groups"] = draw.closed
         if keep:
-            batch = collate([trajectories[i] for i in keep], advantages[keep], self._pad_id())
+            batch = collate([trajectories[i] for i in keep], advantages[keep], self._pad_id(), [group_ids[i] for i in keep])
             metrics.update(self.learner.step(batch))
         else:
             metrics.update(self.learner.skip())
@@ -429,15 +453,18 @@ class _Run:
     def _consume(self, draw: _Draw) -> dict[str, float]:
         """Mark the step's positions consumed, record them, and let the curriculum see the outcomes; returns
         the curriculum's metrics."""
-        trained = [group[0].info["group"]["index"] for group in draw.trained]
-        dropped = [group[0].info["group"]["index"] for group in draw.dropped]
-        for position in [*trained, *dropped, *draw.failed]:
+        def positions(groups: list[list[Trajectory]], carried: bool) -> list[int]:
+            return [g[0].info["group"]["index"] for g in groups if bool(g[0].info["group"].get("carry")) == carried]
+
+        trained, dropped, stale = (positions(groups, False) for groups in (draw.trained, draw.dropped, draw.stale))
+        carried = positions(draw.trained, True) + positions(draw.dropped, True)
+        for position in [*trained, *dropped, *stale, *draw.failed]:
             self.data.consume(position)
             self.sampler.consume(position)
         seeds = sorted(t.info["seed"] for group in draw.trained for t in group)
         with (self.run_dir / BATCHES_FILE).open("a") as f:
             f.write(json.dumps({"step": self.step, "tasks": trained, "dropped": dropped, "failed": draw.failed,
-                                "seeds": seeds}) + "\n")
+                                "stale": stale, "carried": carried, "seeds": seeds}) + "\n")
         curriculum = self.sampler.curriculum
         if curriculum is None:
             return {}
@@ -497,7 +524,7 @@ class _Run:
 
     def _checkpoint(self) -> None:
         state = TrainerState(step=self.step, scheduler=self.learner.scheduler_state(), data=self.data, rng=rng_state(),
-                             sampler=self.sampler.state())
+                             sampler=self.sampler.state(), carried=self.carry_buffer)
         with quiet_progress_bars():
             save_checkpoint(self.run_dir, self.learner, self.tokenizer, state, keep=self.config.checkpoint.keep)
 
@@ -509,6 +536,10 @@ async def _closed(stream: TrajectoryStream, order: Iterator[int], *, in_order: b
     positions: dict[str, int] = {}
     closed: dict[int, list[Trajectory] | None] = {}
     async for group in stream.closed_groups():
+        base, _, carry = group.id.partition("c")
+        if carry:
+            yield int(base.removeprefix("g")), group.members if group.complete else None, True
+            continue
         while group.id not in positions:
             handed.append(position := next(order))
             positions[group_id(position)] = position
@@ -516,20 +547,25 @@ async def _closed(stream: TrajectoryStream, order: Iterator[int], *, in_order: b
         closed[position] = group.members if group.complete else None
         if not in_order:
             handed.remove(position)
-            yield position, closed.pop(position)
+            yield position, closed.pop(position), False
         while in_order and handed and handed[0] in closed:
-            yield handed[0], closed.pop(handed.popleft())
+            yield handed[0], closed.pop(handed.popleft()), False
+
+
+def _lag(trajectories: list[Trajectory], version: int) -> int:
+    """How many versions the oldest model-sampled token of ``trajectories`` lags ``version`` (0 without any)."""
+    return max((version - min(v for v in t.versions if v >= 0) for t in trajectories if any(v >= 0 for v in t.versions)),
+               default=0)
 
 
 def _batch_metrics(trajectories: list[Trajectory], version: int) -> dict[str, float]:
     n = len(trajectories)
-    lags = [version - min(v for v in t.versions if v >= 0) for t in trajectories if any(v >= 0 for v in t.versions)]
     return {
         "rollout/reward_mean": sum(t.reward for t in trajectories) / n,
         "rollout/success_rate": sum(t.success for t in trajectories) / n,
         "rollout/turns_mean": sum(t.num_turns for t in trajectories) / n,
         "rollout/truncated_fraction": sum(t.status == "truncated" for t in trajectories) / n,
         "rollout/agent_tokens_mean": sum(sum(t.loss_mask) for t in trajectories) / n,
-        "rollout/staleness_max": float(max(lags, default=0)),
+        "rollout/staleness_max": float(_lag(trajectories, version)),
     }
 

@@ -14,8 +14,11 @@ if TYPE_CHECKING:
     from agentgym.trainers.loop import TrainResult
 
 
-def write_report(run_dir: Path, config: TrainConfig, result: TrainResult, evals: list[dict[str, Any]]) -> Path:
-    """Write the run's summary and its held-out evaluations (records of ``metrics.jsonl``); return the report."""
+def write_report(run_dir: Path, config: TrainConfig, result: TrainResult, records: list[dict[str, Any]]) -> Path:
+    """Write the run's summary, its held-out evaluations and how far off-policy its steps were (from the records
+    of ``metrics.jsonl``); return the report."""
+    evals = [r for r in records if r.get("eval/success_rate") is not None]
+    off_policy = _off_policy([r for r in records if r.get("train/ess_ratio") is not None])
     envs = [source.id for source in config.sources]
     by_env = {env: {"before": _at(evals, f"eval/{env}/success_rate", 0),
                     "after": _at(evals, f"eval/{env}/success_rate", result.steps)} for env in envs if len(envs) > 1}
@@ -28,6 +31,7 @@ def write_report(run_dir: Path, config: TrainConfig, result: TrainResult, evals:
         "success_after": result.success_after,
         "success_by_env": by_env,
         "wall_seconds": round(result.wall_seconds, 1),
+        "off_policy": off_policy,
         "evaluations": [{"step": r["step"], "success_rate": r["eval/success_rate"],
                          "reward_mean": r.get("eval/reward_mean")} for r in evals],
     }
@@ -51,6 +55,8 @@ def write_report(run_dir: Path, config: TrainConfig, result: TrainResult, evals:
         f"![held-out success by step]({EVAL_CURVE})",
         "",
         *(["| environment | held-out success before | after |", "|---|---:|---:|", *per_env, ""] if per_env else []),
+        *(["## Off-policy steps", "", "| measure | value |", "|---|---:|",
+           *(f"| {name} | {value:g} |" for name, value in off_policy.items()), ""] if off_policy else []),
         "| step | held-out success | mean reward | evaluation |",
         "|---:|---:|---:|---|",
         rows,
@@ -87,6 +93,31 @@ def _plot_evals(evals: list[dict[str, Any]], envs: list[str], path: Path) -> Non
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
+
+
+_OFF_POLICY = {
+    "ESS ratio, mean over steps": ("train/ess_ratio", "mean"),
+    "ESS ratio, lowest step": ("train/ess_ratio", "min"),
+    "effective learning rate, mean": ("train/effective_lr", "mean"),
+    "staleness, mean (versions)": ("train/staleness_mean", "mean"),
+    "baseline shift from the group mean, mean": ("train/baseline_shift", "mean"),
+    "carry-over buffer, largest": ("rollout/carry_buffer", "max"),
+    "carried tokens kept": ("rollout/carried_tokens", "last"),
+    "carried episodes discarded": ("rollout/carry_discarded", "last"),
+    "trajectories dropped as too stale": ("rollout/dropped_stale", "last"),
+}
+"""The report's off-policy measures: each a metric and how its per-step values reduce to one number."""
+
+
+def _off_policy(steps: list[dict[str, Any]]) -> dict[str, float]:
+    """The off-policy measures of :data:`_OFF_POLICY` over the trained steps' records (those a run logged)."""
+    reduce = {"mean": lambda v: sum(v) / len(v), "min": min, "max": max, "last": lambda v: v[-1]}
+    out = {}
+    for name, (key, how) in _OFF_POLICY.items():
+        values = [r[key] for r in steps if r.get(key) is not None]
+        if values:
+            out[name] = round(float(reduce[how](values)), 6)
+    return out
 
 
 def _at(evals: list[dict[str, Any]], key: str, step: int) -> float | None:

@@ -362,7 +362,8 @@ def rates_for(args: argparse.Namespace, *, sandbox: bool) -> dict[str, float]:
 def config_for(args: argparse.Namespace, concurrency: int, group_size: int, **extra: Any) -> RolloutConfig:
     timeouts = Timeouts(episode=args.episode_timeout, turn=args.turn_timeout, tool=args.tool_timeout)
     return RolloutConfig(concurrency=concurrency, group_size=group_size, redundancy=args.redundancy,
-                         max_retries=args.max_retries, seed=args.seed, timeouts=timeouts, **extra)
+                         max_retries=args.max_retries, seed=args.seed, timeouts=timeouts,
+                         carry_over=args.carry_over, **extra)
 
 
 def latencies(args: argparse.Namespace) -> Latencies:
@@ -453,6 +454,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--redundancy", type=int, default=1, help="Spare episodes started per group.")
     parser.add_argument("--max-retries", type=int, default=2)
+    parser.add_argument("--carry-over", action="store_true",
+                        help="Pause the spares of a whole group and carry them into a carry group (rollout.carry_over).")
     parser.add_argument("--batch-size", type=int, default=8, help="Kept lake trajectories per weight version.")
     parser.add_argument("--turns", type=int, default=3, help="Turns of a lake episode.")
     parser.add_argument("--max-tokens", type=int, default=12, help="Tokens per answer of the model.")

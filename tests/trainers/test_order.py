@@ -42,7 +42,7 @@ def test_groups_come_with_their_positions_failed_ones_marked(registered_counter,
             group.create_task(scheduler.run(tasks, indices=handed_out))
             order = itertools.chain(handed_out, itertools.count(100))  # the trainer's never ends
             return [(position, None if members is None else [t.task.seed for t in members])
-                    async for position, members in _closed(scheduler.stream, order, in_order=in_order)]
+                    async for position, members, _ in _closed(scheduler.stream, order, in_order=in_order)]
 
     closed = asyncio.run(asyncio.wait_for(run(), timeout=30))
     assert finished[-1] == SLOW  # the first handed out finished last...

@@ -150,16 +150,21 @@ def _logged_steps(run_dir: Path) -> list[int]:
     return [json.loads(line)["step"] for line in path.read_text().splitlines()] if path.is_file() else []
 
 
-def test_a_killed_run_resumes_from_its_checkpoint(tiny_model_dir, tmp_path, agentgym_process):
+@pytest.mark.parametrize("carry_over", [False, True])
+def test_a_killed_run_resumes_from_its_checkpoint(tiny_model_dir, tmp_path, agentgym_process, carry_over):
+    """Nothing lost or doubled across ``kill -9`` and ``--resume``; with carry-over (two spares a group, paused and
+    carried into carry groups) too, what the buffer held at the checkpoint is discarded and counted."""
     steps, run_dir, config_file = 12, tmp_path / "run", tmp_path / "train.yaml"
+    carry = {"redundancy": 2} if carry_over else {}
     config_file.write_text(
         yaml.safe_dump(
             _config(
                 run_dir,
                 tiny_model_dir,
-                trainer={"steps": steps},
+                trainer={"steps": steps, **carry},
                 eval={"episodes": 8},
                 checkpoint={"every": 2, "keep": 2},
+                **({"rollout": {"carry_over": True}} if carry_over else {}),
             )
         )
     )
@@ -177,7 +182,7 @@ def test_a_killed_run_resumes_from_its_checkpoint(tiny_model_dir, tmp_path, agen
     assert first.returncode == -signal.SIGKILL, (tmp_path / "first.log").read_text()[-2000:]
     checkpoint, kept = latest_checkpoint(run_dir), _latest_step(run_dir)
     assert 3 <= kept < max(_logged_steps(run_dir)) < steps
-    data_at_checkpoint = load_trainer_state(checkpoint).data
+    data_at_checkpoint, buffered = load_trainer_state(checkpoint).data, load_trainer_state(checkpoint).carried
 
     second = agentgym_process("train", "--resume", str(run_dir), log="second.log")
     assert second.wait(timeout=120) == 0, (tmp_path / "second.log").read_text()[-2000:]
@@ -187,10 +192,11 @@ def test_a_killed_run_resumes_from_its_checkpoint(tiny_model_dir, tmp_path, agen
     batches = [json.loads(line) for line in (run_dir / "batches.jsonl").read_text().splitlines()]
     assert [b["step"] for b in batches] == list(range(1, steps + 1))
     positions = [p for b in batches for p in b["tasks"]]
-    assert all(len(b["tasks"]) == 4 for b in batches) and len(set(positions)) == len(positions)  # none twice
+    assert all(len(b["tasks"]) + len(b["carried"]) == 4 for b in batches)  # a carry group is one of the four
+    assert len(set(positions)) == len(positions)  # none twice
     replayed = DataPosition()
     for b in batches[:kept]:
-        for position in b["tasks"]:
+        for position in [*b["tasks"], *b["dropped"], *b["failed"], *b["stale"]]:
             replayed.consume(position)
     assert replayed == data_at_checkpoint  # the checkpoint's position is what its steps trained on
     after = {p for b in batches[kept:] for p in b["tasks"]}
@@ -204,6 +210,17 @@ def test_a_killed_run_resumes_from_its_checkpoint(tiny_model_dir, tmp_path, agen
     assert [r["step"] for r in _eval_records(run_dir)] == [0, steps]
     assert all(r["time"] < killed_at for r in records[:kept])  # the resumed run went on from its checkpoint
     assert all(r["time"] > killed_at for r in records[kept:])
+    assert all(r["rollout/staleness_max"] <= 1 for r in records)  # async_ratio 1 bounds every trained trajectory
+    seeds = [tuple(seed) for b in batches for seed in b["seeds"]]
+    assert len(set(seeds)) == len(seeds)  # no episode trained twice, carried or not
+    if carry_over:
+        carried = [p for b in batches for p in b["carried"]]
+        assert carried, "no carry group was trained: the test would not show carry-over"
+        trained_by = {p: b["step"] for b in batches for p in b["tasks"]}
+        assert all(trained_by[p] <= b["step"] for b in batches for p in b["carried"])  # an extra of a trained task
+        logged = [r.get("rollout/carry_discarded_on_resume", 0) for r in records[kept:]]
+        assert sum(logged) == buffered
+        assert (f"the {buffered} carried-over episodes" in (tmp_path / "second.log").read_text()) == (buffered > 0)
 
 
 def _batches(run_dir: Path) -> list[dict[str, Any]]:
@@ -285,3 +302,25 @@ def test_a_bad_env_id_fails_before_any_episode(tiny_model_dir, tmp_path, monkeyp
     code, err = _agentgym(monkeypatch, capsys, "train", str(config_file))
     assert code == 1 and "test/Vowelz-v0" in err
     assert not run_dir.exists()  # nothing started, and the output dir stays free for the corrected config
+
+
+def test_a_run_with_vcpo_and_carry_over_shows_its_off_policy_state(tiny_model_dir, tmp_path):
+    """ESS, effective rate, baseline and the carry-over buffer reach the metrics, the progress line and report.md."""
+    console = Console(file=io.StringIO(), width=400)
+    config = TrainConfig.model_validate(_config(
+        tmp_path / "run", tiny_model_dir, trainer={"steps": 4, "redundancy": 2},
+        algorithm={"vcpo": {"lr_scaling": "sqrt", "baseline": "min_variance", "collapse_ess_ratio": 1.0}},
+        rollout={"carry_over": True}))
+    train(config, console=console)
+    records = _train_records(config.run_dir)
+    assert all(0 < r["train/ess_ratio"] <= 1 + 1e-9 for r in records)
+    assert all(r["train/effective_lr"] == pytest.approx(3e-3 * math.sqrt(r["train/ess_ratio"])) for r in records)
+    assert all("train/baseline_shift" in r for r in records if "train/skipped" not in r)
+    assert records[-1]["rollout/carried"] > 0 and "rollout/carry_buffer" in records[-1]
+    shown = console.file.getvalue()
+    assert "ESS " in shown and "ESS COLLAPSED" in shown  # a threshold of 1.0 flags every off-policy step
+    report = (config.run_dir / "report.md").read_text()
+    assert "## Off-policy steps" in report and "ESS ratio, lowest step" in report
+    summary = json.loads((config.run_dir / "summary.json").read_text())
+    assert summary["off_policy"]["ESS ratio, lowest step"] == pytest.approx(min(r["train/ess_ratio"] for r in records),
+                                                                          abs=1e-6)

@@ -53,14 +53,17 @@ def _weights(learner: Learner) -> dict[str, torch.Tensor]:
 
 @pytest.mark.parametrize("rule", ["sqrt", "linear"])
 def test_equal_weights_give_exactly_the_plain_step(tiny_model_dir, rule):
-    """On-policy every sequence weight is 1: ESS = n, the full learning rate, the same weights after the step."""
+    """On-policy every sequence weight is 1: ESS = n, the full learning rate, the same weights after the step (to
+    float rounding: the step's own forward pass may sum in another order than the one that made the behaviour
+    logprobs, leaving log weights of 1e-7 and an ESS ratio 1e-14 short of 1)."""
     plain, vcpo = _learner(tiny_model_dir), _learner(tiny_model_dir, {"lr_scaling": rule})
     plain_metrics = plain.step(_batch(plain, [0.0] * 6))
     metrics = vcpo.step(_batch(vcpo, [0.0] * 6))
     assert metrics["train/ess"] == pytest.approx(6.0) and metrics["train/ess_ratio"] == pytest.approx(1.0)
-    assert metrics["train/effective_lr"] == plain_metrics["train/effective_lr"] == 1e-3
+    assert plain_metrics["train/effective_lr"] == 1e-3
+    assert metrics["train/effective_lr"] == pytest.approx(1e-3, rel=1e-12)
     for key, value in _weights(plain).items():
-        torch.testing.assert_close(_weights(vcpo)[key], value, rtol=0, atol=0, msg=key)
+        torch.testing.assert_close(_weights(vcpo)[key], value, rtol=0, atol=1e-12, msg=key)
 
 
 def test_off_policy_weights_scale_the_step_by_the_root_of_the_ess_ratio(tiny_model_dir):
