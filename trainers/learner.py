@@ -200,16 +200,16 @@ class Learner:
         return replace(share, micro_batches=micros), metrics
 
     def _scores(self, micro: TrainBatch, *, exact: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        """``[b]`` sequence log importance weights (``pi_old`` over the behaviour policy) of ``micro``'s rows and
-        ``[b]`` squared norms of ``grad log pi(tau)``: exact (a backward pass per row) or over the logits."""
+        """``[b]`` sequence log importance weights (the weights before the step over the behaviour policy) of
+        ``micro``'s rows and ``[b]`` squared norms of ``grad log pi(tau)``: exact (a backward pass per row) or over
+        the logits."""
         agent = micro.loss_mask.bool()
         with torch.no_grad():
             logits = self.policy(micro.input_ids, micro.attention_mask, agent)
             sampling = self.config.sampling
             values = token_logprobs(logits, micro.input_ids[:, 1:][agent], sampling.temperature or 1.0, sampling.top_p)
             proximal = torch.zeros(agent.shape, dtype=values.dtype, device=values.device).masked_scatter(agent, values)
-            old, _ = self._old_logprobs(micro, proximal, agent & (micro.versions < self.version))
-            log_weights = sequence_log_weights(old, micro.behaviour_logprobs, agent)
+            log_weights = sequence_log_weights(proximal, micro.behaviour_logprobs, agent)
             norms = _logit_score_norms(logits, micro.input_ids[:, 1:][agent], agent, sampling.temperature or 1.0)
         return log_weights, self._exact_score_norms(micro) if exact else norms
 
@@ -282,7 +282,8 @@ class Learner:
         return self.scheduler.state_dict()
 
     def _micro_step(self, micro: TrainBatch) -> tuple[torch.Tensor, dict[str, float], torch.Tensor]:
-        """The loss of ``micro`` and its metrics, and its rows' sequence log importance weights (for the ESS)."""
+        """The loss of ``micro`` and its metrics, and its rows' sequence log importance weights of the weights before
+        the step over the behaviour policy (VCPO's: how far off-policy the data is, whatever ``pi_old`` is)."""
         algorithm = self.config.algorithm
         logprobs, entropy = self.logprobs(self.policy, micro, entropy=True)
         proximal = logprobs.detach()
@@ -301,7 +302,7 @@ class Learner:
         metrics["train/old_logprobs_missing_fraction"] = masked_mean(missing.float(), agent).item()
         lag = (self.version - micro.versions).clamp(min=0).float()
         metrics["train/staleness_mean"] = masked_mean(lag, agent).item()
-        return loss, metrics, sequence_log_weights(old, micro.behaviour_logprobs, agent)
+        return loss, metrics, sequence_log_weights(proximal, micro.behaviour_logprobs, agent)
 
     def _old_logprobs(self, micro: TrainBatch, proximal: torch.Tensor, stale: torch.Tensor
                       ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,8 +1,10 @@
 """VCPO's variance control for far off-policy steps (Stable Asynchrony, mit-han-lab/vcpo): an effective-sample-size
 scaled learning rate and the minimum-variance off-policy baseline.
 
-A trajectory's importance weight is its likelihood ratio ``w_i = prod_t pi_old / pi_behaviour`` over its agent
-tokens (kept in log space, ``l_i = sum_t log pi_old - log pi_behaviour``). Over a step's ``n`` trajectories:
+A trajectory's importance weight is its likelihood ratio ``w_i = prod_t pi_theta / pi_behaviour`` over its agent
+tokens, ``pi_theta`` the weights the step starts from (VCPO's ``old_log_prob``, verl's recomputed one), kept in log
+space: ``l_i = sum_t log pi_theta - log pi_behaviour``. It measures how far off-policy the data is, whichever
+``pi_old`` the loss uses. Over a step's ``n`` trajectories:
 
 - ESS ``= (sum w)^2 / sum w^2`` (Kish), and the step's learning rate is ``lr * sqrt(min(1, (ESS / n) / base))``
   (``linear`` drops the square root). Equal weights give ``ESS = n``: the step is the plain one.
@@ -48,9 +50,9 @@ class VcpoConfig(Config):
     """Below this ESS ratio the progress line says the step's weights collapsed onto a few trajectories."""
 
 
-def sequence_log_weights(old: torch.Tensor, behaviour: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """``[B]`` log importance weights ``sum_t (log pi_old - log pi_behaviour)`` over each row's agent tokens."""
-    return torch.where(mask.bool(), old - behaviour, 0.0).sum(-1)
+def sequence_log_weights(policy: torch.Tensor, behaviour: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``[B]`` log importance weights ``sum_t (log pi - log pi_behaviour)`` over each row's agent tokens."""
+    return torch.where(mask.bool(), policy - behaviour, 0.0).sum(-1)
 
 
 def effective_sample_size_log(log_weights: torch.Tensor) -> float:

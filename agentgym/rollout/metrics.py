@@ -70,10 +70,17 @@ class RolloutMetrics(BaseModel):
     ``cancelled``)."""
     carry_buffer: int = 0
     """Carried-over episodes paused now, waiting for a carry group."""
+    carry_buffer_peak: int = 0
+    """The most carried-over episodes paused at once so far."""
     carry_paused_seconds: float = 0.0
     """Summed over settled carried-over episodes: time paused at a turn boundary."""
     carry_groups: int = 0
     """Carry groups opened (each adopting the carried-over episodes of one group)."""
+
+    def buffered(self, paused: int) -> None:
+        """The carry-over buffer now holds ``paused`` episodes."""
+        self.carry_buffer = paused
+        self.carry_buffer_peak = max(self.carry_buffer_peak, paused)
 
     def count_carried(self, trajectory: Trajectory, *, kept: bool) -> None:
         """Count a carried-over episode as it settles."""
@@ -130,8 +137,8 @@ class RolloutMetrics(BaseModel):
                       "close_errors")
         }
         out["rollout/dropped_stale"] = self.dropped
-        carry = ("carried", "carried_kept", "carried_tokens", "carry_discarded", "carry_buffer", "carry_paused_seconds",
-                 "carry_groups")
+        carry = ("carried", "carried_kept", "carried_tokens", "carry_discarded", "carry_buffer", "carry_buffer_peak",
+                 "carry_paused_seconds", "carry_groups")
         if any(getattr(self, k) for k in carry):
             out.update({f"rollout/{k}": getattr(self, k) for k in carry})
         if self.tree_groups:

@@ -305,7 +305,7 @@ class RolloutScheduler:
             self._changed.set()
             if slot in self._carry:  # cancelled while carried over: it has left its group already
                 self._carry.remove(slot)
-                self.metrics.carry_buffer = len(self._carry)
+                self.metrics.buffered(len(self._carry))
             else:
                 await self._leave(slot.group)
 
@@ -391,7 +391,7 @@ class RolloutScheduler:
         slot.carried_at = self.version
         self._carry.append(slot)
         self.metrics.carried += 1
-        self.metrics.carry_buffer = len(self._carry)
+        self.metrics.buffered(len(self._carry))
 
     def _adopt_due(self) -> None:
         """Give the carried-over episodes that may resume (the version has advanced since, or everything in flight
@@ -417,7 +417,7 @@ class RolloutScheduler:
                 slot.gate.set()
             self.metrics.carry_groups += 1
             self._to_fill.append((group, max(0, group.size - len(slots))))
-        self.metrics.carry_buffer = len(self._carry)
+        self.metrics.buffered(len(self._carry))
 
     async def _resume_carried(self, tasks_group: asyncio.TaskGroup) -> None:
         """Adopt the carried-over episodes due, and fill every carry group waiting for its fresh episodes."""

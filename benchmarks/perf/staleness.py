@@ -104,7 +104,7 @@ def _arm(config: TrainConfig) -> dict[str, Any]:
         "cancelled": last.get("rollout/cancelled", 0),
         "carried": last.get("rollout/carried", 0),
         "carried_tokens": last.get("rollout/carried_tokens", 0),
-        "carry_buffer_max": max((r.get("rollout/carry_buffer", 0) for r in steps), default=0),
+        "carry_buffer_max": last.get("rollout/carry_buffer_peak", 0),
         "carry_paused_seconds": last.get("rollout/carry_paused_seconds", 0.0),
         "wait_fraction": round(sum(r["time/wait_seconds"] for r in steps) / train_seconds, 3),
     }
