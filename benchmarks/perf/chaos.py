@@ -10,6 +10,9 @@ Two arms, each a RolloutScheduler with groups, a spare per group, retries and it
 (b) ``sandbox``: Shell on the ``local`` sandbox backend (``perf/ChaosShell-v0``), played by the
     oracle; here sandboxes also die mid-episode (killed from outside while a command runs).
 
+With ``--carry-over`` the spares of a whole group pause and continue in a carry group of their task
+(``rollout.carry_over``) instead of being cancelled; carry groups are checked as the tasks' own groups are.
+
 Faults: an env step raises, hangs (on the loop, or blocked in a worker thread) past the turn limit, or
 is slow but within it; a reset raises or hangs; a close raises; the policy raises at its start or at a
 turn, or hangs. Hangs are bounded only by the scheduler's own timeouts (``--turn-timeout``,
@@ -73,11 +76,13 @@ BACKSTOP_GRACE = 60.0
 
 @dataclass(frozen=True)
 class ClosedGroup:
-    """A group as the scheduler closed it: how many kept and errored trajectories it held then."""
+    """A group as the scheduler closed it: how many kept and errored trajectories it held then, and which carry
+    group of its task it was (0: the task's own)."""
 
     index: int
     kept: int
     errors: int
+    carry: int = 0
 
 
 @dataclass
@@ -241,7 +246,7 @@ async def run_arm(arm: Arm, deadline: float) -> dict[str, Any]:
     closed: list[ClosedGroup] = []
     scheduler = RolloutScheduler(
         arm.env_id, arm.policy, arm.config, env_kwargs=arm.env_kwargs, engine=arm.engine,
-        on_group=lambda group: closed.append(ClosedGroup(group.index, len(group.kept), len(group.errors))),
+        on_group=lambda group: closed.append(ClosedGroup(group.index, len(group.kept), len(group.errors), group.carry)),
     )
     delivered: list[Trajectory] = []
     crash = None
@@ -302,8 +307,9 @@ def audit(arm: Arm, scheduler: RolloutScheduler, delivered: list[Trajectory],
         "stream_kept_equals_finished": len(kept) == m.finished,
         "stream_errors_equal_errored": len(delivered) - len(kept) == m.errored,
         "stream_error_causes_equal_metrics": dict(causes) == m.error_causes,
-        "every_group_closed_once": sorted(g.index for g in closed) == list(range(len(arm.tasks))),
-        "groups_complete_plus_failed": m.groups_complete + m.groups_failed == len(arm.tasks),
+        "every_group_closed_once": sorted(g.index for g in closed if not g.carry) == list(range(len(arm.tasks)))
+        and len({(g.index, g.carry) for g in closed if g.carry}) == m.carry_groups,
+        "groups_complete_plus_failed": m.groups_complete + m.groups_failed == len(arm.tasks) + m.carry_groups,
         "complete_groups_hold_group_size": len(complete) == m.groups_complete
         and all(g.kept == arm.config.group_size for g in complete),
         "members_at_group_close_equal_stream": sum(g.kept for g in closed) == m.finished

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import sys
 import tempfile
 import time
@@ -53,6 +54,9 @@ def main() -> None:
     parser.add_argument("--median", type=float, default=0.2, help="median seconds of an env step")
     parser.add_argument("--tail", type=float, default=20.0, help="p99 / median of an env step's time")
     parser.add_argument("--set", nargs="*", default=[], help="further overrides of every arm (a.b=value)")
+    parser.add_argument("--arms", nargs="*", help="run only these arms (e.g. carry_over_ratio_2); default: all")
+    parser.add_argument("--merge", type=Path, help="a result file whose arms' runs join this run's (arms run again "
+                                                   "here replace theirs)")
     parser.add_argument("--quick", action="store_true", help="3 steps, 32 evaluation episodes, ratios 0 and 2")
     parser.add_argument("--out", type=Path, default=RESULTS / "staleness.json")
     args = parser.parse_args()
@@ -64,10 +68,12 @@ def main() -> None:
         common = [f"model.path={model}", f"env.id={ENV_ID}", f"env.kwargs.median={args.median}",
                   f"env.kwargs.tail={args.tail}", f"trainer.steps={steps}", f"eval.episodes={episodes}",
                   "checkpoint.every=0", *args.set]
-        arms: dict[str, list[dict[str, Any]]] = {}
+        merged = json.loads(args.merge.read_text())["runs"] if args.merge else {}
         plan = [(f"{name}_ratio_{ratio}", [f"trainer.async_ratio={ratio}", *overrides])
                 for ratio in ratios for name, overrides in CORRECTIONS.items()]
         plan += [(f"{name}_ratio_2", ["trainer.async_ratio=2", *overrides]) for name, overrides in CARRY.items()]
+        plan = [(name, overrides) for name, overrides in plan if args.arms is None or name in args.arms]
+        arms = {name: runs for name, runs in merged.items() if name not in dict(plan)}
         for seed in args.seeds:
             for name, overrides in plan:
                 config = load_config(TrainConfig, CONFIGS / "quickstart.yaml",
@@ -75,7 +81,7 @@ def main() -> None:
                                       *overrides])
                 arms.setdefault(name, []).append(_arm(config))
                 print(f"{name} seed {seed}: {arms[name][-1]}", file=sys.stderr, flush=True)
-    report = _report(arms, ratios)
+    report = _report(arms, sorted({int(name.rsplit("_", 1)[1]) for name in arms if name.startswith("tis_")}))
     report["params"] = {"steps": steps, "eval_episodes": episodes, "seeds": args.seeds, "median": args.median,
                         "tail": args.tail, "overrides": args.set, "env": ENV_ID, "vcpo": VCPO, "carry": CARRY}
     report["machine"] = machine("torch", load_after=load_average())

@@ -130,3 +130,23 @@ def test_the_min_variance_step_trains_on_b_star_advantages(tiny_model_dir):
 def test_min_variance_needs_a_mean_baseline_to_replace(tiny_model_dir):
     with pytest.raises(ValueError, match="algorithm.vcpo.baseline"):
         _learner(tiny_model_dir, {"baseline": "min_variance"}, advantage="rloo")
+
+
+@pytest.mark.parametrize(("correction", "old_logprobs"), [
+    ({"tis": 2.0}, "exact"),
+    ({"tis": None, "mask": [0.5, 2.0]}, "exact"),
+    ({"tis": None, "decoupled": True}, "recompute"),
+    ({"tis": 2.0, "level": "sequence"}, "recompute"),
+])
+def test_vcpo_steps_under_every_correction(tiny_model_dir, correction, old_logprobs):
+    """The ESS-scaled step and the baseline sit beside the loss's correction, whichever it is and wherever pi_old
+    comes from: the same ESS (it reads the weights the step starts from), a scaled rate, weights that move."""
+    shifts = [0.0, 0.3, -0.2, 0.5, 0.1, -0.4]
+    vcpo = {"lr_scaling": "sqrt", "baseline": "min_variance", "grad_norm": "logits"}
+    learner = _learner(tiny_model_dir, vcpo, old_logprobs=old_logprobs, loss={"correction": correction})
+    before = _weights(learner)
+    metrics = learner.step(_batch(learner, shifts))
+    w = np.exp([s * len(r) for s, r in zip(shifts, RESPONSES, strict=True)])
+    assert metrics["train/ess_ratio"] == pytest.approx(w.sum() ** 2 / (w**2).sum() / len(w), rel=1e-4)
+    assert metrics["train/effective_lr"] < 1e-3 and np.isfinite(metrics["train/loss"])
+    assert max((v - before[k]).abs().max().item() for k, v in _weights(learner).items()) > 1e-5
