@@ -82,3 +82,46 @@ class SlowOracle(TextPolicy):
     async def act(self, env: Env, messages, rng: np.random.Generator) -> str:
         await asyncio.sleep(float(rng.exponential(self.scale)))
         return env.oracle_action()
+
+
+class VersionClock:
+    """A policy version the test bumps by hand, as a trainer's weight updates would."""
+
+    version = 0
+
+
+class VersionedPolicy(TextPolicy):
+    """Adds 1 a turn on ``test/Counter-v0``, stamping the current version on a pseudo-token per turn like a
+    model-backed session, and thinking :meth:`pace` seconds a turn."""
+
+    name = "versioned"
+
+    def __init__(self, clock: VersionClock) -> None:
+        self.clock = clock
+
+    def pace(self, env: Env) -> float:
+        """Seconds each turn of an episode takes, decided at its first turn (after its reset)."""
+        return 0.05
+
+    def start(self, env, rng):
+        session = super().start(env, rng)
+        stamps: list[int] = []
+        pace: list[float] = []
+        act, policy = session.act, self
+
+        async def stamped(observation):
+            if not pace:
+                pace.append(policy.pace(env))
+            stamps.append(policy.clock.version)
+            await asyncio.sleep(pace[0])
+            return await act(observation)
+
+        def record(trajectory):
+            trajectory.token_ids, trajectory.loss_mask = [0] * len(stamps), [1] * len(stamps)
+            trajectory.logprobs, trajectory.versions = [0.0] * len(stamps), list(stamps)
+
+        session.act, session.record = stamped, record
+        return session
+
+    async def act(self, env, messages, rng) -> str:
+        return env.format_call("add", amount=1)

@@ -13,57 +13,29 @@ import pytest
 from agentgym import TaskSet
 from agentgym.cluster.config import BackendConfig
 from agentgym.episode import Timeouts
-from agentgym.policies import TextPolicy
 from agentgym.rollout import RolloutConfig, RolloutScheduler
 from agentgym.rollout.scheduler import GroupResult
+from tests.rollout.envs import VersionClock, VersionedPolicy
 from tests.rollout.streams import delivered
 
 ENV = "test/Counter-v0"
 
 
-class _Clock:
-    """A policy version the test bumps by hand, as a trainer's weight updates would."""
+class _Paced(VersionedPolicy):
+    """A task's first ``fast`` episodes think ``quick`` seconds a turn and later ones ``slow``, so a group's spares
+    are still playing when it completes."""
 
-    version = 0
-
-
-class _Paced(TextPolicy):
-    """Adds 1 a turn. A task's first ``fast`` episodes think ``quick`` seconds a turn and later ones ``slow``, so a
-    group's spares are still playing when it completes; each turn's policy version is stamped on a pseudo-token,
-    like a model-backed session's."""
-
-    name = "paced"
-
-    def __init__(self, clock: _Clock, *, fast: int = 2, quick: float = 0.005, slow: float = 0.03) -> None:
-        self.clock, self.fast, self.quick, self.slow = clock, fast, quick, slow
+    def __init__(self, clock: VersionClock, *, fast: int = 2, quick: float = 0.005, slow: float = 0.03) -> None:
+        super().__init__(clock)
+        self.fast, self.quick, self.slow = fast, quick, slow
         self.paces: Counter[int] = Counter()
 
-    def start(self, env, rng):
-        session = super().start(env, rng)
-        stamps: list[int] = []
-        pace: list[float] = []
-        act, policy = session.act, self
-
-        async def stamped(observation):
-            if not pace:  # the env has been reset: its seed is the task's
-                policy.paces[env.np_random_seed] += 1
-                pace.append(policy.quick if policy.paces[env.np_random_seed] <= policy.fast else policy.slow)
-            stamps.append(policy.clock.version)
-            await asyncio.sleep(pace[0])
-            return await act(observation)
-
-        def record(trajectory):
-            trajectory.token_ids, trajectory.loss_mask = [0] * len(stamps), [1] * len(stamps)
-            trajectory.logprobs, trajectory.versions = [0.0] * len(stamps), list(stamps)
-
-        session.act, session.record = stamped, record
-        return session
-
-    async def act(self, env, messages, rng) -> str:
-        return env.format_call("add", amount=1)
+    def pace(self, env) -> float:
+        self.paces[env.np_random_seed] += 1  # the env has been reset: its seed is the task's
+        return self.quick if self.paces[env.np_random_seed] <= self.fast else self.slow
 
 
-def _scheduler(clock: _Clock, config: RolloutConfig, on_group: Callable[[GroupResult], None] | None = None,
+def _scheduler(clock: VersionClock, config: RolloutConfig, on_group: Callable[[GroupResult], None] | None = None,
                **pace: float) -> RolloutScheduler:
     return RolloutScheduler(ENV, _Paced(clock, **pace), config, engine=clock, on_group=on_group)
 
@@ -81,7 +53,7 @@ async def _alongside(scheduler: RolloutScheduler, tasks, trainer: Coroutine[Any,
 
 
 def test_spares_are_carried_into_carry_groups_and_counted_once(registered_counter):
-    clock = _Clock()
+    clock = VersionClock()
     groups: list[GroupResult] = []
     # at most 4 of the 8 slots paused: the rest keep playing, so nothing resumes for lack of room
     config = RolloutConfig(concurrency=8, group_size=2, redundancy=2, carry_over=True, carry_over_limit=4, seed=3)
@@ -117,7 +89,7 @@ def test_spares_are_carried_into_carry_groups_and_counted_once(registered_counte
 
 
 def test_without_carry_over_nothing_is_carried_or_logged(registered_counter):
-    scheduler = _scheduler(_Clock(), RolloutConfig(concurrency=8, group_size=2, redundancy=2))
+    scheduler = _scheduler(VersionClock(), RolloutConfig(concurrency=8, group_size=2, redundancy=2))
     seen = asyncio.run(asyncio.wait_for(delivered(scheduler, TaskSet.generate(ENV, 3)), timeout=20))
     m = scheduler.metrics
     assert m.cancelled > 0 and m.carried == 0 and m.accounted and not _carried(seen)
@@ -125,7 +97,7 @@ def test_without_carry_over_nothing_is_carried_or_logged(registered_counter):
 
 
 def test_the_buffer_bound_cancels_the_excess(registered_counter):
-    clock = _Clock()
+    clock = VersionClock()
     buffered: list[int] = []
 
     def step(group: GroupResult) -> None:
@@ -140,7 +112,7 @@ def test_the_buffer_bound_cancels_the_excess(registered_counter):
     assert max(buffered) == 1
 
 
-async def _hold_then_bump(scheduler: RolloutScheduler, clock: _Clock, hold: float, checks: list[tuple[int, int]]) -> None:
+async def _hold_then_bump(scheduler: RolloutScheduler, clock: VersionClock, hold: float, checks: list[tuple[int, int]]) -> None:
     """Once something is carried over, keep the version for ``hold`` seconds (noting what is buffered and how many
     carry groups opened), bump it, and stop the rollout once a carried episode was kept."""
     m = scheduler.metrics
@@ -159,7 +131,7 @@ async def _hold_then_bump(scheduler: RolloutScheduler, clock: _Clock, hold: floa
 def _hold(hold: float, timeouts: Timeouts) -> tuple[RolloutScheduler, list, list[tuple[int, int]]]:
     """A long rollout whose carried-over episodes wait ``hold`` seconds for a new version (the buffer bound leaves
     room to start others, so they never resume for lack of it)."""
-    clock, checks = _Clock(), []
+    clock, checks = VersionClock(), []
     config = RolloutConfig(concurrency=8, group_size=2, redundancy=2, carry_over=True, carry_over_limit=2,
                            timeouts=timeouts)
     scheduler = _scheduler(clock, config)
@@ -187,7 +159,7 @@ def test_a_pause_longer_than_the_episode_limit_is_not_timed_out(registered_count
 
 
 def test_stop_discards_what_is_buffered(registered_counter):
-    clock = _Clock()
+    clock = VersionClock()
     config = RolloutConfig(concurrency=8, group_size=2, redundancy=2, carry_over=True)
     scheduler = _scheduler(clock, config)
     buffered: list[int] = []
@@ -205,7 +177,7 @@ def test_stop_discards_what_is_buffered(registered_counter):
 
 
 def test_a_carried_episode_older_than_the_staleness_bound_is_dropped(registered_counter):
-    clock = _Clock()
+    clock = VersionClock()
 
     def leap(group: GroupResult) -> None:  # three weight updates while the spares of g0 are paused
         if not group.carry:

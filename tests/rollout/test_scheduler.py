@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import threading
 
-import numpy as np
 import pytest
 
 import agentgym
@@ -13,7 +12,7 @@ from agentgym import Task, TaskSet
 from agentgym.episode import Timeouts
 from agentgym.policies import TextPolicy
 from agentgym.rollout import RolloutConfig, RolloutScheduler, iterate_rollouts
-from tests.rollout.envs import FlakyEnv, SlowOracle
+from tests.rollout.envs import FlakyEnv, SlowOracle, VersionClock, VersionedPolicy
 
 
 @pytest.fixture
@@ -172,46 +171,11 @@ def test_plain_iterator_yields_and_stops_early(registered_counter):
     assert sorted(t.task.seed for t in everything) == [t.seed for t in tasks[:7]]
 
 
-class _Versions:
-    """A policy version the test bumps by hand, as a trainer's weight updates would."""
-
-    version = 0
-
-
-class _VersionedPolicy(TextPolicy):
-    """Stamps the current version on a pseudo-token per turn, like a model-backed session."""
-
-    name = "versioned"
-
-    def __init__(self, clock: _Versions) -> None:
-        self.clock = clock
-
-    def start(self, env, rng):
-        session = super().start(env, rng)
-        stamps: list[int] = []
-        act, clock = session.act, self.clock
-
-        async def stamped(observation):
-            stamps.append(clock.version)
-            await asyncio.sleep(0.05)
-            return await act(observation)
-
-        def record(trajectory):
-            trajectory.token_ids, trajectory.loss_mask = [0] * len(stamps), [1] * len(stamps)
-            trajectory.logprobs, trajectory.versions = [0.0] * len(stamps), list(stamps)
-
-        session.act, session.record = stamped, record
-        return session
-
-    async def act(self, env, messages, rng: np.random.Generator) -> str:
-        return env.format_call("add", amount=1)
-
-
 def test_staleness_bound_limits_starts_and_drops_old_trajectories(registered_counter):
-    clock = _Versions()
+    clock = VersionClock()
     tasks = TaskSet.generate("test/Counter-v0", 40)
     config = RolloutConfig(concurrency=16, max_staleness=1, batch_size=4, max_retries=10)
-    scheduler = RolloutScheduler("test/Counter-v0", _VersionedPolicy(clock), config, engine=clock)
+    scheduler = RolloutScheduler("test/Counter-v0", VersionedPolicy(clock), config, engine=clock)
     admitted_at_version: dict[int, int] = {}
 
     async def trainer() -> None:

@@ -64,6 +64,19 @@ def _batch(model_dir: Path, config: TrainConfig) -> TrainBatch:
     return replace(batch, behaviour_logprobs=(logprobs - shift) * batch.loss_mask)
 
 
+def _step_on_two_ranks(single: TrainConfig, strategy: str, model_dir: Path, batch: TrainBatch
+                       ) -> tuple[dict[str, float], dict[str, torch.Tensor], int]:
+    """One step of ``batch`` by a trainer of two ranks under ``strategy``, configured as ``single`` otherwise: its
+    metrics, its weights afterwards and its version."""
+    config = single.model_copy(update={"trainer": single.trainer.model_copy(
+        update={"world_size": 2, "strategy": strategy})})
+    group = RankGroup(config, model_dir)
+    try:
+        return group.step(batch), group.weights(), group.version
+    finally:
+        group.close()
+
+
 def test_shares_deal_every_micro_batch_once_and_pad_to_equal_passes(tiny_model_dir):
     batch = _batch(tiny_model_dir, _config(tiny_model_dir))
     two = shares(batch, 2, 2)
@@ -92,16 +105,9 @@ def test_a_step_on_two_ranks_updates_the_weights_as_one_process_does(tiny_model_
     before = {k: v.clone() for k, v in learner.model.state_dict().items()}
     expected = learner.step(batch)
 
-    config = single.model_copy(update={"trainer": single.trainer.model_copy(
-        update={"world_size": 2, "strategy": strategy})})
-    group = RankGroup(config, tiny_model_dir)
-    try:
-        metrics = group.step(batch)
-        weights = group.weights()
-    finally:
-        group.close()
+    metrics, weights, version = _step_on_two_ranks(single, strategy, tiny_model_dir, batch)
 
-    assert group.version == learner.version == 1
+    assert version == learner.version == 1
     assert weights.keys() >= {k for k in before if k != "lm_head.weight"}
     moved = max((learner.model.state_dict()[k] - before[k]).abs().max().item() for k in weights)
     assert moved > 1e-4  # the step changed the weights, so equality below says something
@@ -130,14 +136,7 @@ def test_vcpo_on_two_ranks_reduces_the_ess_and_baseline_over_both(tiny_model_dir
     expected = learner.step(batch)
     assert expected["train/ess_ratio"] < 1 and expected["train/baseline_shift"] > 0  # both act on this batch
 
-    config = single.model_copy(update={"trainer": single.trainer.model_copy(
-        update={"world_size": 2, "strategy": strategy})})
-    group = RankGroup(config, tiny_model_dir)
-    try:
-        metrics = group.step(batch)
-        weights = group.weights()
-    finally:
-        group.close()
+    metrics, weights, _ = _step_on_two_ranks(single, strategy, tiny_model_dir, batch)
     for key, value in weights.items():
         torch.testing.assert_close(value, learner.model.state_dict()[key], rtol=0, atol=ADAM_TOLERANCE, msg=key)
     for key in ("train/ess", "train/ess_ratio", "train/effective_lr", "train/baseline_mean", "train/baseline_shift",
