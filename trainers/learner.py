@@ -210,8 +210,10 @@ class Learner:
             values = token_logprobs(logits, micro.input_ids[:, 1:][agent], sampling.temperature or 1.0, sampling.top_p)
             proximal = torch.zeros(agent.shape, dtype=values.dtype, device=values.device).masked_scatter(agent, values)
             log_weights = sequence_log_weights(proximal, micro.behaviour_logprobs, agent)
-            norms = _logit_score_norms(logits, micro.input_ids[:, 1:][agent], agent, sampling.temperature or 1.0)
-        return log_weights, self._exact_score_norms(micro) if exact else norms
+            if not exact:
+                return log_weights, _logit_score_norms(logits, micro.input_ids[:, 1:][agent], agent,
+                                                       sampling.temperature or 1.0)
+        return log_weights, self._exact_score_norms(micro)
 
     def _exact_score_norms(self, micro: TrainBatch) -> torch.Tensor:
         """``[b]`` squared norms of each row's ``grad sum_t log pi(y_t)`` over every trained parameter, one backward
