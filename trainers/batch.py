@@ -27,6 +27,8 @@ class TrainBatch:
     """``[B]``, each trajectory's reward (VCPO's baseline recomputes advantages from them)."""
     groups: torch.Tensor
     """``[B]``, the group (task) each trajectory belongs to."""
+    index: torch.Tensor
+    """``[B]``, each row's trajectory's place in the list collated (rows are sorted longest first)."""
 
     @property
     def rows(self) -> int:
@@ -58,6 +60,7 @@ class TrainBatch:
                 advantages=self.advantages[rows],
                 rewards=self.rewards[rows],
                 groups=self.groups[rows],
+                index=self.index[rows],
             )
 
 
@@ -122,4 +125,5 @@ def collate(trajectories: Sequence[Trajectory], advantages: torch.Tensor, pad_id
         advantages=advantages[order].float(),
         rewards=torch.tensor([trajectories[i].reward for i in order], dtype=torch.float32),
         groups=torch.tensor([groups[i] if groups is not None else 0 for i in order], dtype=torch.long),
+        index=torch.tensor(order, dtype=torch.long),
     )

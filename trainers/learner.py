@@ -65,6 +65,8 @@ class Learner:
         self.model, self.config = model, config
         self.device = next(model.parameters()).device
         self.version = 0
+        self.trainer_logprobs: dict[int, list[float]] = {}
+        """The last step's first-pass logprobs of this rank's trained rows' agent tokens, by collated place."""
         exact = config.algorithm.old_logprobs == "exact"
         # before wrapping: the snapshots' spare model is a whole copy, whose passes are this rank's alone
         self.snapshots = VersionSnapshots(model, keep=config.trainer.async_ratio if exact else 0)
@@ -113,22 +115,24 @@ class Learner:
     def train(self, share: Share) -> dict[str, float]:
         """``algorithm.epochs`` passes over this rank's micro-batches, each an optimizer step (PPO epochs: a later
         pass's ratio to ``pi_old`` has moved, and the clip bounds it), then the next version; returns this rank's
-        part of the last pass's metrics, for :func:`merge_metrics`."""
+        part of the last pass's metrics, for :func:`merge_metrics`. ``trainer_logprobs`` then holds the first pass's
+        logprobs of this rank's rows' agent tokens, by their place in the collated list."""
         self.snapshots.save(self.version, self.model)
         self.policy.train()
         baseline: dict[str, float] = {}
         if self.config.algorithm.vcpo.baseline == "min_variance":
             share, baseline = self._min_variance(share)
-        for _ in range(self.config.algorithm.epochs):
-            metrics = self._pass(share)
+        self.trainer_logprobs = {}
+        for epoch in range(self.config.algorithm.epochs):
+            metrics = self._pass(share, record=epoch == 0)
         self.scheduler.step()
         self.version += 1
         return {**metrics, **baseline}
 
-    def _pass(self, share: Share) -> dict[str, float]:
+    def _pass(self, share: Share, *, record: bool) -> dict[str, float]:
         """Accumulate the loss's gradient over this rank's micro-batches, each weighted by its part of the whole
         step (ranks' gradients are averaged, so each rank's is scaled by the world size to sum instead), clip,
-        step the optimizer."""
+        step the optimizer; ``record`` the logprobs of the weights the step started from."""
         self.optimizer.zero_grad(set_to_none=True)
         token_mean = self.config.algorithm.loss.aggregation == "token-mean"
         scale = world_size(self.policy)
@@ -138,13 +142,18 @@ class Learner:
         for index, micro in enumerate(share.micro_batches):
             padding = index >= passes - share.padding
             with gradient_sync(self.policy, index == passes - 1):
-                loss, micro_metrics, weights = self._micro_step(micro)
+                loss, micro_metrics, proximal = self._micro_step(micro)
                 token_share = 0.0 if padding else micro.agent_tokens / share.agent_tokens
                 loss_share = token_share if token_mean or padding else micro.trained_rows / share.rows
                 (loss * loss_share * scale).backward()
             if not padding:
                 _combine(metrics, micro_metrics, token_share=token_share, loss_share=loss_share)
-                log_weights += weights[micro.loss_mask.sum(-1) > 0].tolist()
+                agent = micro.loss_mask.bool()
+                trained = agent.any(-1)
+                log_weights += sequence_log_weights(proximal, micro.behaviour_logprobs, agent)[trained].tolist()
+                if record:
+                    for row in trained.nonzero()[:, 0].tolist():
+                        self.trainer_logprobs[int(micro.index[row])] = proximal[row][agent[row]].tolist()
         metrics["train/grad_norm"] = clip_gradients(self.policy.parameters(), self.config.optim.grad_clip)
         metrics["train/lr"] = self.scheduler.get_last_lr()[0]
         metrics.update(self._ess_step(log_weights))
@@ -233,6 +242,7 @@ class Learner:
 
     def skip(self) -> dict[str, float]:
         """Publish the next version without an update (a batch with no signal): the schedule still advances."""
+        self.trainer_logprobs = {}
         self.snapshots.save(self.version, self.model)
         with warnings.catch_warnings():  # stepping the schedule without an optimizer step is meant here
             warnings.simplefilter("ignore", UserWarning)
@@ -284,8 +294,8 @@ class Learner:
         return self.scheduler.state_dict()
 
     def _micro_step(self, micro: TrainBatch) -> tuple[torch.Tensor, dict[str, float], torch.Tensor]:
-        """The loss of ``micro`` and its metrics, and its rows' sequence log importance weights of the weights before
-        the step over the behaviour policy (VCPO's: how far off-policy the data is, whatever ``pi_old`` is)."""
+        """The loss of ``micro`` and its metrics, and the logprobs of its tokens under the weights of this pass
+        (detached; on the first pass, those the step started from)."""
         algorithm = self.config.algorithm
         logprobs, entropy = self.logprobs(self.policy, micro, entropy=True)
         proximal = logprobs.detach()
@@ -304,7 +314,7 @@ class Learner:
         metrics["train/old_logprobs_missing_fraction"] = masked_mean(missing.float(), agent).item()
         lag = (self.version - micro.versions).clamp(min=0).float()
         metrics["train/staleness_mean"] = masked_mean(lag, agent).item()
-        return loss, metrics, sequence_log_weights(proximal, micro.behaviour_logprobs, agent)
+        return loss, metrics, proximal
 
     def _old_logprobs(self, micro: TrainBatch, proximal: torch.Tensor, stale: torch.Tensor
                       ) -> tuple[torch.Tensor, torch.Tensor]:

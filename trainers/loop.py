@@ -55,6 +55,7 @@ from agentgym.registration import make
 from agentgym.rollout.background import BackgroundLoop
 from agentgym.rollout.config import RolloutConfig
 from agentgym.rollout.iterate import drain
+from agentgym.rollout.records import ROLLOUTS, RolloutLog, rollout_record
 from agentgym.rollout.runner import Backend, LocalBackend
 from agentgym.rollout.scheduler import RolloutScheduler, group_id
 from agentgym.rollout.stream import TrajectoryStream
@@ -206,8 +207,9 @@ class _Run:
                 self.sampler.load_state(state.sampler)
             set_rng_state(state.rng)
         kept = self.step if checkpoint else -1
-        rewind_jsonl(self.run_dir / BATCHES_FILE, kept)
-        rewind_jsonl(self.run_dir / JSONL_NAME, kept)
+        for name in (BATCHES_FILE, JSONL_NAME, ROLLOUTS):
+            rewind_jsonl(self.run_dir / name, kept)
+        self.rollouts: RolloutLog | None = RolloutLog(self.run_dir)
 
     def _learner(self) -> Learner | RankGroup:
         """This process's learner, or the ranks of a distributed one (``trainer.world_size``, ``trainer.strategy``)
@@ -444,7 +446,27 @@ class _Run:
             metrics.update(self.learner.step(batch))
         else:
             metrics.update(self.learner.skip())
+        self._record_rollouts(draw, advantages.tolist(), keep)
         return metrics
+
+    def _record_rollouts(self, draw: _Draw, advantages: list[float], keep: list[int]) -> None:
+        """Append every episode of the step's groups to ``rollouts.jsonl``: what was trained with its advantage and
+        the trainer's logprobs, and what was left out, saying why."""
+        if self.rollouts is None:
+            return
+        places = {index: place for place, index in enumerate(keep)}  # a trained episode's row in the batch
+        played = [(group, outcome) for groups, outcome in ((draw.trained, "trained"), (draw.dropped, "dropped"),
+                                                           (draw.stale, "stale")) for group in groups]
+        members = [(member, trajectory, outcome) for group, outcome in played for member, trajectory in enumerate(group)]
+        records = []
+        for index, (member, trajectory, outcome) in enumerate(members):
+            place, group = places.get(index), trajectory.info["group"]
+            records.append(rollout_record(
+                trajectory, step=self.learner.version, position=group["index"], carried=bool(group["carry"]),
+                member=member, outcome="uniform" if outcome == "trained" and place is None else outcome,
+                advantage=None if place is None else advantages[index],
+                trainer_logprobs=() if place is None else self.learner.trainer_logprobs.get(place, ())))
+        self.rollouts.append(records)
 
     def _pad_id(self) -> int:
         pad = self.tokenizer.pad_token_id

@@ -52,9 +52,10 @@ class TrainerRank:
         return {"rank": self.rank, "pid": os.getpid(), "node": socket.gethostname(),
                 "node_id": ray.get_runtime_context().get_node_id(), "device": str(device)}
 
-    def train(self, share: Share) -> dict[str, float]:
+    def train(self, share: Share) -> tuple[dict[str, float], dict[int, list[float]]]:
+        """This rank's metrics of the step and its rows' trainer logprobs (:attr:`Learner.trainer_logprobs`)."""
         learner = self._learner()
-        return learner.train(share.to(learner.device))
+        return learner.train(share.to(learner.device)), learner.trainer_logprobs
 
     def skip(self) -> dict[str, float]:
         return self._learner().skip()

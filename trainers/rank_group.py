@@ -35,7 +35,7 @@ class TrainerRankError(AgentGymError):
 
 class RankGroup:
     """The driver's handle on the ranks, with :class:`Learner`'s interface: ``step``, ``skip``, ``weights``,
-    ``offload``, ``onload``, ``save``, ``restore``, ``scheduler_state`` and ``version``. Joins the Ray cluster at ``address`` (or starts
+    ``offload``, ``onload``, ``save``, ``restore``, ``scheduler_state``, ``version`` and ``trainer_logprobs``. Joins the Ray cluster at ``address`` (or starts
     a local one, stopped by :meth:`close`)."""
 
     def __init__(self, config: TrainConfig, source: str | Path, address: str | None = None) -> None:
@@ -44,6 +44,7 @@ class RankGroup:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         self.config, self.version = config, 0
+        self.trainer_logprobs: dict[int, list[float]] = {}
         trainer = config.trainer
         self._ranks: list[Any] = []
         self._group: Any = None
@@ -76,9 +77,11 @@ class RankGroup:
         parts = self._each("train", [(s,) for s in shares(batch, self.config.trainer.micro_batch_size,
                                                           len(self._ranks))])
         self.version += 1
-        return merge_metrics(parts, batch)
+        self.trainer_logprobs = {row: values for _, rows in parts for row, values in rows.items()}
+        return merge_metrics([metrics for metrics, _ in parts], batch)
 
     def skip(self) -> dict[str, float]:
+        self.trainer_logprobs = {}
         metrics = self._all("skip")[0]
         self.version += 1
         return metrics

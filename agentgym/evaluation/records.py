@@ -80,8 +80,10 @@ class RunSpec(BaseModel):
         return [key for key in mine if mine[key] != theirs[key]]
 
 
-class EpisodeRecord(BaseModel):
-    """One finished episode of one task's sample; ``attempts`` counts the infrastructure failures before it."""
+class EpisodeSummary(BaseModel):
+    """What a run's listing shows of one finished episode of one task's sample; ``attempts`` counts the
+    infrastructure failures before it. The records that extend it put ``trajectory`` last, so a reader can index
+    a line by the JSON before ``"trajectory":`` alone."""
 
     key: str
     task: Task
@@ -96,12 +98,17 @@ class EpisodeRecord(BaseModel):
     error: str | None = None
     error_cause: str | None = None
     attempts: int = 1
-    trajectory: Trajectory
 
     @property
     def scored(self) -> bool:
         """Whether the episode counts in the scores (not an infrastructure error)."""
         return self.status != "error"
+
+
+class EpisodeRecord(EpisodeSummary):
+    """One line of ``episodes.jsonl``: the summary and the episode's whole trajectory."""
+
+    trajectory: Trajectory
 
 
 class InfraRecord(BaseModel):
@@ -184,7 +191,7 @@ class RunFolder:
             tokens=sum(final.loss_mask) or int(final.info.get("usage", {}).get("completion_tokens", 0)),
             seconds=final.timings.get("total_seconds", 0.0), error=final.error,
             error_cause=final.info.get("error_cause"), attempts=len(failed) + 1,
-            trajectory=self._without_images(final),
+            trajectory=Screens(self.path).strip(final),
         )
         self._write(EPISODES, record)
         return record
@@ -195,13 +202,22 @@ class RunFolder:
             f.flush()
             os.fsync(f.fileno())
 
-    def _without_images(self, trajectory: Trajectory) -> Trajectory:
-        turns = [t.model_copy(update={"observation": [self._screen_links(m) for m in t.observation]})
+
+class Screens:
+    """Images moved out of trajectories into ``<folder>/screens/<sha1>.<ext>`` (the same screen stored once), each
+    replaced by a Markdown image link relative to ``folder``."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def strip(self, trajectory: Trajectory) -> Trajectory:
+        """``trajectory`` with its images stored and linked."""
+        turns = [t.model_copy(update={"observation": [self._links(m) for m in t.observation]})
                  for t in trajectory.turns]
-        return trajectory.model_copy(update={"messages": [self._screen_links(m) for m in trajectory.messages],
+        return trajectory.model_copy(update={"messages": [self._links(m) for m in trajectory.messages],
                                              "turns": turns})
 
-    def _screen_links(self, message: Message) -> Message:
+    def _links(self, message: Message) -> Message:
         if not message.images:
             return message
         parts = [self._link(p) if isinstance(p, ImagePart) else p for p in message.content]
@@ -210,7 +226,8 @@ class RunFolder:
     def _link(self, image: ImagePart) -> TextPart:
         data = base64.b64decode(image.data)
         name = f"{hashlib.sha1(data).hexdigest()[:16]}.{image.mime_type.split('/')[-1]}"
-        path = self.path / SCREENS / name
+        path = self.folder / SCREENS / name
         if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
         return TextPart(text=f"![screen]({SCREENS}/{name})")

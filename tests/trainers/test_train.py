@@ -21,6 +21,7 @@ from rich.console import Console
 from agentgym.cli import main
 from agentgym.config import load_config
 from agentgym.metrics_log import read_metrics
+from agentgym.rollout.records import ROLLOUTS, RolloutRecord
 from agentgym.suites import write_suite
 from agentgym.tasks import TaskSet
 from agentgym.trainers import TrainConfig, TrainResult, resume, train
@@ -110,6 +111,32 @@ def test_a_run_writes_its_record(vowels_run):
     assert f"[report](eval/step-{STEPS // 2:06d}/report.md)" in report
     assert (run_dir / "eval_curve.png").read_bytes().startswith(b"\x89PNG")
     assert latest_checkpoint(run_dir) == run_dir / "checkpoints" / f"step-{STEPS:06d}"
+
+
+def test_a_run_records_every_episode_it_took_with_the_trainers_logprobs(vowels_run):
+    """``rollouts.jsonl``: each step's groups, trained episodes with their advantage and the trainer's logprob of each
+    agent token, which on tokens the step's own starting weights sampled is the behaviour's (same weights)."""
+    config, _ = vowels_run
+    records = [RolloutRecord.model_validate_json(line)
+               for line in (config.run_dir / ROLLOUTS).read_text().splitlines()]
+    assert sorted({r.step for r in records}) == list(range(1, STEPS + 1))
+    for step in range(1, STEPS + 1):
+        taken = [r for r in records if r.step == step and r.outcome in ("trained", "uniform")]
+        assert len({r.position for r in taken}) == 4 and len(taken) == 16
+        assert {r.key for r in taken} == {f"{step}/{r.position}/{r.sample}" for r in taken}
+    fresh = []
+    for r in records:
+        t = r.trajectory
+        assert r.version_max is not None and r.version_max < r.step
+        if r.outcome != "trained":
+            assert r.advantage is None and r.trainer_logprobs == []
+            continue
+        assert r.advantage is not None and len(r.trainer_logprobs) == len(t.token_ids)
+        assert all(agent or value == 0 for value, agent in zip(r.trainer_logprobs, t.loss_mask, strict=True))
+        fresh += [abs(mine - behaviour) for mine, behaviour, version in
+                  zip(r.trainer_logprobs, t.logprobs, t.versions, strict=True) if version == r.step - 1]
+    assert len(fresh) > 100 and sum(fresh) / len(fresh) < 1e-3
+    assert any(r.outcome == "trained" and r.advantage != 0 for r in records)
 
 
 def test_the_policy_learns_on_held_out_tasks(vowels_run):
@@ -211,6 +238,9 @@ def test_a_killed_run_resumes_from_its_checkpoint(tiny_model_dir, tmp_path, agen
     assert all(r["time"] < killed_at for r in records[:kept])  # the resumed run went on from its checkpoint
     assert all(r["time"] > killed_at for r in records[kept:])
     assert all(r["rollout/staleness_max"] <= 1 for r in records)  # async_ratio 1 bounds every trained trajectory
+    rollouts = [json.loads(line) for line in (run_dir / ROLLOUTS).read_text().splitlines()]
+    assert sorted({r["step"] for r in rollouts}) == list(range(1, steps + 1))  # the discarded timeline's are gone
+    assert len({r["key"] for r in rollouts}) == len(rollouts)
     seeds = [tuple(seed) for b in batches for seed in b["seeds"]]
     assert len(set(seeds)) == len(seeds)  # no episode trained twice, carried or not
     if carry_over:
