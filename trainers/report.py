@@ -48,6 +48,7 @@ def write_report(run_dir: Path, config: TrainConfig, result: TrainResult, record
         (f"- held-out success: {_percent(result.success_before)} before, {_percent(result.success_after)} after "
         f"(up to {config.eval.episodes} test-split tasks per environment each time)"),
         "- learning curves: `curves.png`; metrics: `metrics.jsonl`, `metrics.csv`, TensorBoard events",
+        "- every episode the steps took, with its advantage and the trainer's logprobs: `rollouts.jsonl`",
         "- each evaluation's episodes and report: `eval/step-*/`"
         + (f" (the test split of suite `{config.eval.suite}`)" if config.eval.suite else ""),
         "- per environment and level: `rollout/<env>/...`, `eval/<env>/...` and `curriculum/<env>/...` in the metrics",
