@@ -14,6 +14,7 @@ import yaml
 
 from agentgym.config import load_config
 from agentgym.metrics_log import read_metrics
+from agentgym.rollout.records import ROLLOUTS
 from agentgym.trainers import TrainConfig
 from agentgym.trainers.checkpoint import latest_checkpoint, load_trainer_state
 from tests.trainers.conftest import ROOT
@@ -88,4 +89,8 @@ def test_a_killed_rank_stops_the_run_naming_it_and_resume_loses_no_step(tiny_mod
     positions = [p for b in batches for p in b["tasks"]]
     assert len(set(positions)) == len(positions)  # no task trained twice
     assert [r["step"] for r in read_metrics(run_dir) if "rollout/reward_mean" in r] == list(range(1, steps + 1))
+    rollouts = [json.loads(line) for line in (run_dir / ROLLOUTS).read_text().splitlines()]
+    trained = [r for r in rollouts if r["outcome"] == "trained"]
+    assert {r["step"] for r in trained} == set(range(1, steps + 1))  # every step's rows, from both ranks
+    assert all(len(r["trainer_logprobs"]) == len(r["trajectory"]["token_ids"]) for r in trained)
     assert not _leftover_ray()
