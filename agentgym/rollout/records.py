@@ -15,6 +15,8 @@ from agentgym.evaluation.records import EpisodeSummary, Screens
 from agentgym.trajectory import Trajectory
 
 ROLLOUTS = "rollouts.jsonl"
+LOGPROB_DIGITS = 6
+"""Decimals kept of a trainer logprob: a float32's noise is below them, and the lines stay half as long."""
 Outcome = Literal["trained", "uniform", "dropped", "stale"]
 """What the step did with a group: trained on it; left it out with equal rewards (``algorithm.skip_uniform_groups``
 or dynamic sampling's drop); or left it out as older than ``trainer.async_ratio`` versions."""
@@ -64,7 +66,7 @@ def _aligned(loss_mask: Sequence[int], agent_values: Sequence[float]) -> list[fl
     if len(agent_values) != sum(loss_mask):
         raise ValueError(f"{len(agent_values)} trainer logprobs for {sum(loss_mask)} agent tokens")
     values = iter(agent_values)
-    return [next(values) if agent else 0.0 for agent in loss_mask]
+    return [round(next(values), LOGPROB_DIGITS) if agent else 0.0 for agent in loss_mask]
 
 
 class RolloutLog:
