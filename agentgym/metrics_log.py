@@ -5,12 +5,13 @@ non-finite floats (NaN, ±inf) are written as ``null`` so every reader can parse
 value). Each line is one flushed write: a ``kill -9`` loses at most that line, and a torn last line is skipped on
 reading and cut off on resume. ``metrics.csv`` is derived from it: a row is appended per step, and the file is
 rebuilt from the JSONL and swapped in atomically when a new key appears (and on every open), so its header names
-every column. TensorBoard gets ``simple_value`` scalars (what ``torch.utils.tensorboard`` writes) through the
-``tensorboard`` package alone, no torch or TensorFlow.
+every column. Each record also goes to the run's experiment trackers (:mod:`agentgym.tracking`): TensorBoard events
+by default, W&B, MLflow or trackio where a run lists them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
@@ -24,8 +25,8 @@ from typing import TYPE_CHECKING, Any, Self
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
-    from tensorboard.compat.proto.event_pb2 import Event
-    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    from agentgym.tracking import Table, Tracker
 
 JSONL_NAME = "metrics.jsonl"
 CSV_NAME = "metrics.csv"
@@ -40,26 +41,41 @@ RunDir = str | os.PathLike[str]
 
 
 class MetricsLog:
-    """Append-only metrics writer for one run dir (one writer per dir, not thread-safe); reopening resumes."""
+    """Append-only metrics writer for one run dir (one writer per dir, not thread-safe); reopening resumes.
 
-    def __init__(self, run_dir: RunDir, *, tensorboard: bool = True) -> None:
+    ``trackers`` get every record too, and are closed with the log (see :func:`agentgym.tracking.open_trackers`);
+    left out, TensorBoard events are written in the run dir, or nothing more with ``tensorboard=False``.
+    """
+
+    def __init__(self, run_dir: RunDir, *, tensorboard: bool = True, trackers: Iterable[Tracker] | None = None) -> None:
         self.run_dir = Path(run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        jsonl = self.run_dir / JSONL_NAME
-        _cut_torn_tail(jsonl)
-        records = read_metrics(self.run_dir) if jsonl.exists() else []
-        self._columns = _columns(records)
-        self._rebuild_csv(records)
-        self._jsonl = jsonl.open("a", encoding="utf-8")
-        self._tb: EventFileWriter | None = None
-        if tensorboard:
-            from tensorboard.summary.writer.event_file_writer import EventFileWriter
+        self._trackers: list[Tracker] = list(trackers) if trackers is not None else []
+        self._closed = True
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            jsonl = self.run_dir / JSONL_NAME
+            _cut_torn_tail(jsonl)
+            records = read_metrics(self.run_dir) if jsonl.exists() else []
+            self._columns = _columns(records)
+            self._rebuild_csv(records)
+            self._jsonl = jsonl.open("a", encoding="utf-8")
+            if trackers is None and tensorboard:
+                from agentgym.tracking.tensorboard import TensorBoardTracker
 
-            self._tb = EventFileWriter(str(self.run_dir))
+                self._trackers.append(TensorBoardTracker(self.run_dir))
+        except BaseException:
+            for tracker in self._trackers:
+                tracker.close(failed=True)
+            raise
         self._closed = False
 
+    @property
+    def trackers(self) -> list[Tracker]:
+        """The experiment trackers each record goes to."""
+        return list(self._trackers)
+
     def log(self, step: int, metrics: Mapping[str, float | int | bool], *, wall_time: float | None = None) -> None:
-        """Append one record at ``step`` to the JSONL, the CSV and TensorBoard, flushing each."""
+        """Append one record at ``step`` to the JSONL and the CSV, flushing each, and send it to the trackers."""
         if self._closed:
             raise RuntimeError(f"MetricsLog for {self.run_dir} is closed; open a new MetricsLog to resume it")
         if isinstance(step, bool) or not isinstance(step, numbers.Integral):
@@ -77,30 +93,39 @@ class MetricsLog:
         else:
             csv.writer(self._csv).writerow(_row(_nulls(record), self._columns))
             self._csv.flush()
-        if self._tb is not None and values:
-            self._tb.add_event(_scalar_event(record["step"], record["time"], values))
-            self._tb.flush()
+        if values:
+            for tracker in self._trackers:
+                tracker.log(record["step"], values, record["time"])
+
+    def log_table(self, step: int, table: Table) -> None:
+        """Send ``table`` (a sample of episodes, say) to the trackers at ``step``; the JSONL holds numbers only."""
+        if self._closed:
+            raise RuntimeError(f"MetricsLog for {self.run_dir} is closed; open a new MetricsLog to resume it")
+        for tracker in self._trackers:
+            tracker.log_table(step, table)
 
     def _rebuild_csv(self, records: list[Record]) -> None:
         _write_csv(self.run_dir / CSV_NAME, records, self._columns)
         self._csv = (self.run_dir / CSV_NAME).open("a", newline="", encoding="utf-8")
 
-    def close(self) -> None:
-        """Close the files and the TensorBoard writer; calling it again does nothing."""
+    def close(self, *, failed: bool = False) -> None:
+        """Close the files and end the trackers' runs (``failed``: marked so where a tracker can); calling it again
+        does nothing. Every tracker is closed even where one raises; its error is raised after."""
         if self._closed:
             return
         self._closed = True
         self._jsonl.close()
         self._csv.close()
-        if self._tb is not None:
-            self._tb.close()
+        with contextlib.ExitStack() as closing:  # every tracker is closed, in order, whichever raises
+            for tracker in reversed(self._trackers):
+                closing.callback(tracker.close, failed=failed)
 
     def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self.close()
+        self.close(failed=exc is not None)
 
 
 def rewind_jsonl(path: str | os.PathLike[str], step: int) -> None:
@@ -192,14 +217,6 @@ def _number(key: str, value: Any) -> float | int | bool:
     if isinstance(value, numbers.Real):
         return float(value)
     raise TypeError(f"metric {key!r} must be a number or bool, got {type(value).__name__}; log a scalar like float(x)")
-
-
-def _scalar_event(step: int, wall_time: float, values: Mapping[str, float | int | bool]) -> Event:
-    from tensorboard.compat.proto.event_pb2 import Event
-    from tensorboard.compat.proto.summary_pb2 import Summary
-
-    summary = Summary(value=[Summary.Value(tag=key, simple_value=float(v)) for key, v in values.items()])
-    return Event(wall_time=wall_time, step=step, summary=summary)
 
 
 def _nulls(record: Record) -> Record:

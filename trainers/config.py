@@ -13,6 +13,7 @@ from agentgym.cluster.config import BackendConfig
 from agentgym.config import Config
 from agentgym.episode import Timeouts
 from agentgym.suites import load_suite
+from agentgym.tracking.config import TrackingConfig
 from agentgym.trainers.curriculum import CurriculumConfig
 from agentgym.trainers.mixture import EnvEntry, EnvField, Source, SuiteMixture, sources
 
@@ -244,6 +245,8 @@ class TrainConfig(Config):
     """Where episodes and the engine run: ``rollout.backend=ray`` puts them in Ray actors (``rollout.ray.*``)."""
     mux: MuxSection = MuxSection()
     """Sharing pools with other jobs (``mux.address``); off by default."""
+    logging: TrackingConfig = TrackingConfig()
+    """Experiment trackers the run goes to (``logging.trackers: [tensorboard, wandb, mlflow, trackio]``)."""
 
     @field_validator("curriculum", mode="before")
     @classmethod
