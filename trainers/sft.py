@@ -31,6 +31,7 @@ from agentgym.policies.demonstrations import DemonstrationPolicy
 from agentgym.rollout.config import RolloutConfig
 from agentgym.rollout.iterate import iterate_rollouts
 from agentgym.tasks import Task, TaskSet
+from agentgym.tracking import open_trackers
 from agentgym.trainers.sft_config import SFTData, SFTRunConfig, TRLSettings
 
 __all__ = [
@@ -159,7 +160,7 @@ def run_sft(config: SFTRunConfig, *, console: Console | None = None) -> SFTResul
     limit = config.trl.max_length
     if limit is not None and (cut := sum(len(row["input_ids"]) > limit for row in rows)):
         console.print(f"[yellow]{cut} demonstrations exceed trl.max_length={limit}; their ends are cut[/]")
-    with MetricsLog(out) as log:
+    with MetricsLog(out, trackers=open_trackers(config.logging, out, config.model_dump(mode="json"))) as log:
         logger = _LogCallback(log, console)
         trainer = sft_trainer(config.model, tokenizer, rows, config.trl, out, callbacks=[logger])
         output = trainer.train()

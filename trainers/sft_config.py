@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from agentgym.config import Config
+from agentgym.tracking.config import TrackingConfig
 
 SchedulerName = Literal[
     "linear",
@@ -86,6 +87,8 @@ class SFTRunConfig(Config):
     data: SFTData | list[SFTData] = SFTData()
     """One environment's demonstrations, or a list of several environments' (a mixture), trained on together."""
     trl: TRLSettings = TRLSettings()
+    logging: TrackingConfig = TrackingConfig()
+    """Experiment trackers the run's losses and config go to (``logging.trackers: [tensorboard, wandb, mlflow, trackio]``)."""
 
     @property
     def sources(self) -> list[SFTData]:

@@ -390,3 +390,29 @@ def test_tensorboard_left_out_writes_no_events(tiny_model_dir, tmp_path):
     train(config, console=Console(file=io.StringIO()))
     assert not list(config.run_dir.glob("events.out.tfevents.*")) and not (config.run_dir / STATE_FILE).exists()
     assert [r["step"] for r in read_metrics(config.run_dir) if "eval/success_rate" in r] == [0, 1]
+
+
+def test_an_sft_run_reaches_the_trackers(tiny_model_dir, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from agentgym.config import load_config
+    from agentgym.trainers.sft import SFTRunConfig, run_sft
+
+    out = tmp_path / "sft"
+    config = load_config(SFTRunConfig, None, [
+        f"model={tiny_model_dir}", f"output_dir={out}", "data.episodes=4", "data.difficulties=[easy]",
+        "trl.max_steps=3", "trl.logging_steps=1", f"logging.project={PROJECT}", "logging.trackers=[wandb, mlflow]",
+        "logging.wandb.mode=offline"])
+    run_sft(config)
+    losses = _logged(out, "sft/loss")
+    assert [step for step, _ in losses] == [1, 2, 3]
+    _, records = _wandb_run(out)
+    assert _same_curve([(h["step"], h["sft/loss"]) for h in _wandb_history(records) if "sft/loss" in h], out,
+                       "sft/loss")
+    assert _wandb_config(records)["trl"]["max_steps"] == 3
+    state = json.loads((out / STATE_FILE).read_text())["mlflow"]
+    client = MlflowClient(state["tracking_uri"])
+    history = sorted((m.step, m.value) for m in client.get_metric_history(state["run_id"], "sft/loss"))
+    assert _same_curve(history, out, "sft/loss")
+    assert client.get_run(state["run_id"]).data.params["trl.max_steps"] == "3"
+    assert not list(out.glob("events.out.tfevents.*"))
