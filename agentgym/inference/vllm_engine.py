@@ -106,13 +106,19 @@ class VLLMEngine:
         from pydantic import ValidationError
         from transformers import AutoTokenizer
 
-        from agentgym.inference.vllm_weights import WeightSync, default_transport, transport_settings
+        from agentgym.inference.vllm_weights import (
+            WeightSync,
+            default_transport,
+            prepare_environment,
+            transport_settings,
+        )
 
         for fixed in _SET_HERE:
             if fixed in engine_args:
                 raise ValueError(f"VLLMEngine sets {fixed} itself; leave it out of the engine arguments")
         transport = weight_transport or default_transport(current_platform.device_type)
         transport_settings(transport, transport_options)  # a bad transport or option fails before vLLM starts
+        prepare_environment(transport)
         engine_args = _with_defaults(engine_args, folder, on_cpu=current_platform.device_type == "cpu")
         try:
             args = AsyncEngineArgs(

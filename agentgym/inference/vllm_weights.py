@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import importlib
+import os
 from collections.abc import Coroutine, Iterator, Mapping
 from typing import Any
 
@@ -86,6 +87,16 @@ class _LoopClient:
 
     def finish_weight_update(self, weight_version: str | None = None) -> None:
         self._call(self._llm.finish_weight_update(weight_version))
+
+
+def prepare_environment(transport: str) -> None:
+    """Set what ``transport`` needs in this process's environment before vLLM starts (its engine process inherits
+    it). ``ipc`` sends each update's CUDA IPC handles, tuples holding torch's tensor and storage classes and a dtype,
+    to vLLM's engine process as a utility call, which vLLM's msgpack encoder carries only as a pickle, allowed by
+    ``VLLM_ALLOW_INSECURE_SERIALIZATION=1`` (as vLLM's own IPC examples set it; the pickles travel over the engine's
+    local socket between this process and the engine it started). A value the caller set is left as it is."""
+    if transport == "ipc":
+        os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
 
 
 def transport_settings(transport: str, options: Mapping[str, Any] | None = None) -> Any:

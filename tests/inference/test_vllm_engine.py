@@ -270,6 +270,32 @@ def test_a_hub_id_is_served_from_the_local_cache_only(tiny_model_dir, tmp_path):
     assert Path(found.stdout.strip()) == cached / "snapshots" / ("0" * 40)
 
 
+def test_the_ipc_transport_lets_vllm_carry_cuda_ipc_handles_to_its_engine_process(monkeypatch):
+    """An ipc update is a utility call whose payload holds CUDA IPC handles: what ``reduce_tensor`` gives for a CUDA
+    tensor, written out here (a CPU tensor's differ). vLLM's msgpack encoder refuses their torch classes and dtype
+    unless pickles are allowed, which the engine sets up for ipc before vLLM starts."""
+    from vllm.v1.serial_utils import MsgpackDecoder, MsgpackEncoder
+
+    from agentgym.inference.vllm_weights import prepare_environment
+
+    handle = (torch.Tensor, torch.Size([2, 3]), (3, 1), 0, torch.UntypedStorage, torch.bfloat16, 0, b"handle", 12, 0,
+              False, b"counter", 0, b"event", True)
+    call = ("update_weights", {"update_info": {"names": ["w"], "ipc_handles": [{"GPU-0": handle}]}})
+    monkeypatch.setenv("VLLM_ALLOW_INSECURE_SERIALIZATION", "0")  # recorded, so the test leaves it as it found it
+    monkeypatch.delenv("VLLM_ALLOW_INSECURE_SERIALIZATION")
+    with pytest.raises(TypeError, match="VLLM_ALLOW_INSECURE_SERIALIZATION"):
+        MsgpackEncoder().encode(call)
+    prepare_environment("agentgym_shm")
+    assert "VLLM_ALLOW_INSECURE_SERIALIZATION" not in os.environ  # only ipc needs it
+    prepare_environment("ipc")
+    received = MsgpackDecoder().decode(MsgpackEncoder().encode(call))[1]["update_info"]["ipc_handles"][0]["GPU-0"]
+    assert received[0] is torch.Tensor and received[4] is torch.UntypedStorage and received[5] is torch.bfloat16
+    assert list(received[1]) == [2, 3] and received[7] == b"handle"
+    monkeypatch.setenv("VLLM_ALLOW_INSECURE_SERIALIZATION", "0")
+    prepare_environment("ipc")
+    assert os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] == "0"  # the caller's choice stands
+
+
 def test_close_leaves_no_vllm_process_behind(background, engine):
     """Last in the module: it closes the shared engine."""
     children = [psutil.Process(pid) for pid in _vllm_processes()]
