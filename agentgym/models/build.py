@@ -56,7 +56,7 @@ def init_model(
     special_ids = special_token_ids(tokenizer)
     config_class = transformers.Qwen2Config if arch == "qwen2" else transformers.LlamaConfig
     config = config_class(
-        vocab_size=len(tokenizer),
+        vocab_size=max(len(tokenizer), shape.embedding_rows or 0),
         rope_parameters={"rope_type": "default", "rope_theta": shape.rope_theta},
         architectures=[class_name],
         **shape.config_kwargs(),

@@ -26,6 +26,11 @@ class Preset(BaseModel):
     vocab_size: int = Field(ge=512)
     """Most tokens in the trained vocabulary (special tokens and the 256 bytes included); a corpus with
     fewer distinct words stops short of it."""
+    embedding_rows: int | None = Field(None, ge=512)
+    """Rows of the embedding and output layers (the model config's ``vocab_size``): null gives one per token of
+    the trained vocabulary; more pads them past it, as Qwen2.5 pads its 151,665 tokens to 151,936 rows, so that
+    the model has a real checkpoint's shape and size (the extra rows are never in a prompt, but an untrained
+    model samples them: they decode to nothing)."""
     corpus_episodes: int = Field(16, ge=1)
     """Episodes played per environment, difficulty, policy and tool-call format for the tokenizer's corpus."""
     max_position_embeddings: int = 4096
@@ -43,11 +48,13 @@ class Preset(BaseModel):
             raise ValueError("hidden_size / num_attention_heads must be a whole multiple of 32 (the head width)")
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")
+        if self.embedding_rows is not None and self.embedding_rows < self.vocab_size:
+            raise ValueError("embedding_rows must be at least vocab_size (a row for every token)")
         return self
 
     def config_kwargs(self) -> dict[str, Any]:
         """The fields a ``transformers`` model config takes (vocabulary and rope are set by the builder)."""
-        return self.model_dump(exclude={"vocab_size", "corpus_episodes", "rope_theta"})
+        return self.model_dump(exclude={"vocab_size", "embedding_rows", "corpus_episodes", "rope_theta"})
 
 
 PRESETS: dict[str, Preset] = {
@@ -58,6 +65,14 @@ PRESETS: dict[str, Preset] = {
     "small": Preset(
         num_hidden_layers=4, hidden_size=256, num_attention_heads=8, num_key_value_heads=4,
         intermediate_size=1024, vocab_size=4096, corpus_episodes=32,
+    ),
+    # Qwen2.5-0.5B's shape and parameter count (494M) with random weights, for GPU throughput and memory checks
+    # (scripts/gpu_check.sh): the corpus gives a tokenizer of about 1,100 tokens, and the embedding is padded to
+    # Qwen2.5's 151,936 rows. About 20 s and 2 GB (float32) to build on two cores.
+    "qwen2.5-0.5b": Preset(
+        num_hidden_layers=24, hidden_size=896, num_attention_heads=14, num_key_value_heads=2,
+        intermediate_size=4864, vocab_size=151_936, embedding_rows=151_936, corpus_episodes=4,
+        max_position_embeddings=32_768, rope_theta=1_000_000.0,
     ),
 }
 

@@ -81,3 +81,26 @@ def test_bad_presets_and_architectures_name_the_choices(tmp_path):
     with pytest.raises(ValueError, match="multiple of 32"):
         Preset(num_hidden_layers=1, hidden_size=96, num_attention_heads=2, num_key_value_heads=1,
                intermediate_size=64, vocab_size=1024)
+
+
+def test_the_qwen2_5_preset_has_qwen2_5_0_5b_s_shape_and_size():
+    shape = get_preset("qwen2.5-0.5b")
+    config = transformers.Qwen2Config(vocab_size=shape.embedding_rows, **shape.config_kwargs())
+    with torch.device("meta"):  # the shape without the weights
+        model = transformers.Qwen2ForCausalLM(config)
+    assert sum(p.numel() for p in model.parameters()) == 494_032_768  # Qwen2.5-0.5B's, tied embeddings counted once
+    assert (shape.head_dim, config.num_key_value_heads, config.vocab_size, config.tie_word_embeddings) == (64, 2, 151_936,
+                                                                                                        True)
+
+
+def test_embedding_rows_pad_the_model_past_the_tokenizer(tmp_path, monkeypatch):
+    monkeypatch.setitem(PRESETS, "padded", PRESETS["tiny"].model_copy(update={"embedding_rows": 4096}))
+    out = init_model(tmp_path, "padded", corpus_episodes=1)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out, local_files_only=True)
+    model = transformers.AutoModelForCausalLM.from_pretrained(out, local_files_only=True)
+    assert json.loads((out / "config.json").read_text())["vocab_size"] == 4096 > len(tokenizer)
+    assert model.get_input_embeddings().num_embeddings == model.lm_head.out_features == 4096
+    assert model_info(out).vocab_size == len(tokenizer)  # the vocabulary is the tokenizer's; the rows are padding
+    with pytest.raises(ValueError, match="embedding_rows"):
+        Preset(num_hidden_layers=1, hidden_size=64, num_attention_heads=2, num_key_value_heads=1,
+               intermediate_size=64, vocab_size=1024, embedding_rows=600)
