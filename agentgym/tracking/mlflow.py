@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlflow.entities import Metric, Param
+from mlflow.exceptions import MlflowException
+from mlflow.protos.databricks_pb2 import RESOURCE_DOES_NOT_EXIST, ErrorCode
 from mlflow.tracking import MlflowClient
 
 if TYPE_CHECKING:
@@ -32,7 +34,8 @@ _PARAM_CHARS = 6000
 
 
 class MlflowTracker:
-    """An MLflow run holding the config as params; ``saved``: the ``{"run_id", "tracking_uri"}`` to continue."""
+    """An MLflow run holding the config as params; ``saved``: the ``{"run_id": ...}`` of a run to continue, where
+    the store holds it."""
 
     name = "mlflow"
 
@@ -44,8 +47,9 @@ class MlflowTracker:
             uri, artifacts = f"sqlite:///{(run_dir / DB_FILE).resolve()}", (run_dir / ARTIFACTS_DIR).resolve().as_uri()
         self.tracking_uri = uri
         self.client = MlflowClient(uri)
-        if saved and saved.get("run_id") and saved.get("tracking_uri") == uri:
-            self.run_id: str = saved["run_id"]
+        run_id = saved.get("run_id") if saved else None
+        if run_id and self._stored(run_id):  # the store holds it (a moved run dir moves its SQLite store along)
+            self.run_id: str = run_id
             self.client.update_run(self.run_id, status="RUNNING")
         else:
             experiment = self.client.get_experiment_by_name(project)
@@ -58,6 +62,15 @@ class MlflowTracker:
     @property
     def state(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "tracking_uri": self.tracking_uri}
+
+    def _stored(self, run_id: str) -> bool:
+        try:
+            self.client.get_run(run_id)
+        except MlflowException as error:
+            if error.error_code == ErrorCode.Name(RESOURCE_DOES_NOT_EXIST):
+                return False
+            raise
+        return True
 
     def _log_config(self, config: Mapping[str, Any]) -> None:
         from agentgym.tracking import flatten

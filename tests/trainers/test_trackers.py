@@ -8,9 +8,11 @@ from __future__ import annotations
 import io
 import json
 import math
+import shutil
 import struct
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,7 @@ from agentgym.cli import main
 from agentgym.errors import AgentGymError
 from agentgym.metrics_log import MetricsLog, read_metrics
 from agentgym.tracking import STATE_FILE, Table, TrackingConfig, open_trackers
-from agentgym.trainers import TrainConfig, train
+from agentgym.trainers import TrainConfig, resume, train
 from tests.trainers.envs import VOWELS_ID
 
 STEPS = 4
@@ -56,19 +58,30 @@ def _config(output_dir: Path, model_dir: Path, **logging: Any) -> dict[str, Any]
         "optim": {"lr": 3e-3},
         "trainer": {"steps": STEPS, "groups_per_step": 2, "group_size": 4, "concurrency": 8, "async_ratio": 1},
         "eval": {"episodes": 12, "every": STEPS // 2},
-        "checkpoint": {"every": 0},
+        "checkpoint": {"every": STEPS // 2},
         "logging": {"project": PROJECT, "wandb": {"mode": "offline"}, **logging},
     }
 
 
+@dataclass(frozen=True)
+class Tracked:
+    config: TrainConfig
+    trackio_logs: list[dict[str, Any]]
+    """What trackio holds of the run right after it (its store is shared, and a resumed copy adds to the run)."""
+    trackio_config: dict[str, Any]
+
+
 @pytest.fixture(scope="module")
-def tracked_run(tiny_model_dir, tmp_path_factory) -> TrainConfig:
+def tracked_run(tiny_model_dir, tmp_path_factory) -> Tracked:
     """One short training run sent to all four trackers."""
+    from trackio.sqlite_storage import SQLiteStorage
+
     data = _config(tmp_path_factory.mktemp("tracked") / "run", tiny_model_dir,
                    trackers=["tensorboard", "wandb", "mlflow", "trackio"], table_rows=5)
     config = TrainConfig.model_validate(data)
     train(config, console=Console(file=io.StringIO()))
-    return config
+    name = config.run_dir.name
+    return Tracked(config, SQLiteStorage.get_logs(PROJECT, name), SQLiteStorage.get_run_config(PROJECT, name))
 
 
 def _logged(run_dir: Path, key: str) -> list[tuple[int, float]]:
@@ -134,7 +147,7 @@ def _wandb_config(records: list[Any]) -> dict[str, Any]:
 
 
 def test_wandb_offline_holds_the_metrics_by_step_the_config_and_a_table_per_evaluation(tracked_run):
-    run_dir = tracked_run.run_dir
+    run_dir = tracked_run.config.run_dir
     folder, records = _wandb_run(run_dir)
     state = json.loads((run_dir / STATE_FILE).read_text())
     assert folder.name.endswith(state["wandb"]["id"])
@@ -145,6 +158,8 @@ def test_wandb_offline_holds_the_metrics_by_step_the_config_and_a_table_per_eval
     for key in ("train/loss", "rollout/reward_mean", "eval/success_rate", "eval/reward_mean"):
         assert _same_curve([(h["step"], h[key]) for h in history if key in h], run_dir, key), key
     assert [h["step"] for h in history if "eval/success_rate" in h] == EVAL_STEPS
+    metrics = [r.metric for r in records if r.WhichOneof("record_type") == "metric"]
+    assert any(m.glob_name == "*" and m.step_metric == "step" for m in metrics)  # every chart's x-axis: our step
 
     config = _wandb_config(records)
     assert config["trainer"]["steps"] == STEPS and config["env"]["id"] == VOWELS_ID
@@ -163,7 +178,7 @@ def test_wandb_offline_holds_the_metrics_by_step_the_config_and_a_table_per_eval
 def test_mlflow_holds_the_metrics_by_step_the_config_as_params_and_a_table_per_evaluation(tracked_run):
     from mlflow.tracking import MlflowClient
 
-    run_dir = tracked_run.run_dir
+    run_dir = tracked_run.config.run_dir
     state = json.loads((run_dir / STATE_FILE).read_text())["mlflow"]
     assert state["tracking_uri"] == f"sqlite:///{(run_dir / 'mlflow.db').resolve()}"
     client = MlflowClient(state["tracking_uri"])
@@ -180,7 +195,7 @@ def test_mlflow_holds_the_metrics_by_step_the_config_as_params_and_a_table_per_e
     assert params["trainer.steps"] == str(STEPS) and params["env.id"] == VOWELS_ID
     assert params["logging.trackers"] == str(["tensorboard", "wandb", "mlflow", "trackio"])
     config = json.loads(Path(client.download_artifacts(run.info.run_id, "config.json")).read_text())
-    assert config == tracked_run.model_dump(mode="json")
+    assert config == tracked_run.config.model_dump(mode="json")
 
     tables = sorted(a.path for a in client.list_artifacts(run.info.run_id, "eval/episodes"))
     assert tables == [f"eval/episodes/step-{s:06d}.json" for s in EVAL_STEPS]
@@ -192,18 +207,16 @@ def test_mlflow_holds_the_metrics_by_step_the_config_as_params_and_a_table_per_e
 # --- trackio and TensorBoard ---------------------------------------------------------------------------------------
 
 def test_trackio_holds_the_metrics_by_step_the_config_and_a_table_per_evaluation(tracked_run):
-    from trackio.sqlite_storage import SQLiteStorage
-
-    run_dir = tracked_run.run_dir
+    run_dir = tracked_run.config.run_dir
     state = json.loads((run_dir / STATE_FILE).read_text())["trackio"]
     assert state["project"] == PROJECT and state["name"] == run_dir.name
-    logs = SQLiteStorage.get_logs(PROJECT, state["name"])
+    logs = tracked_run.trackio_logs
     for key in ("train/loss", "eval/success_rate"):
         assert _same_curve([(r["step"], r[key]) for r in logs if key in r], run_dir, key), key
     tables = [(r["step"], r["eval/episodes"]) for r in logs if "eval/episodes" in r]
     assert [step for step, _ in tables] == EVAL_STEPS
     assert tables[-1][1]["_type"] == "trackio.table" and len(tables[-1][1]["_value"]) == 5
-    assert SQLiteStorage.get_run_config(PROJECT, state["name"])["trainer"]["steps"] == STEPS
+    assert tracked_run.trackio_config["trainer"]["steps"] == STEPS
 
 
 def _tensorboard(run_dir: Path) -> Any:
@@ -215,7 +228,7 @@ def _tensorboard(run_dir: Path) -> Any:
 
 
 def test_tensorboard_holds_the_scalars_the_config_and_a_text_table_per_evaluation(tracked_run):
-    run_dir = tracked_run.run_dir
+    run_dir = tracked_run.config.run_dir
     events = _tensorboard(run_dir)
     scalars = [(e.step, e.value) for e in events.Scalars("eval/success_rate")]
     assert _same_curve(scalars, run_dir, "eval/success_rate")
@@ -225,6 +238,39 @@ def test_tensorboard_holds_the_scalars_the_config_and_a_text_table_per_evaluatio
     assert text.startswith("| task_id | env_id |") and text.count("\n") == 2 + 5 - 1
     config = events.Tensors("config")[0].tensor_proto.string_val[0].decode()
     assert json.loads(config)["trainer"]["steps"] == STEPS
+
+
+def test_a_resumed_run_continues_the_same_tracker_runs(tracked_run, tmp_path):
+    """Resumed from its halfway checkpoint in a copy of its run dir (its stores move with it), the run goes on in
+    the same W&B, MLflow and trackio runs, which then hold the steps after the checkpoint twice."""
+    from mlflow.tracking import MlflowClient
+    from trackio.sqlite_storage import SQLiteStorage
+
+    run_dir = tmp_path / "copy"
+    shutil.copytree(tracked_run.config.run_dir, run_dir)
+    (run_dir / "checkpoints" / "latest").write_text(f"step-{STEPS // 2:06d}\n")
+    before = json.loads((run_dir / STATE_FILE).read_text())
+    resume(run_dir, console=Console(file=io.StringIO()))
+    after = json.loads((run_dir / STATE_FILE).read_text())
+    assert after["mlflow"] == {**before["mlflow"], "tracking_uri": f"sqlite:///{(run_dir / 'mlflow.db').resolve()}"}
+    assert after["wandb"] == before["wandb"] and after["trackio"] == before["trackio"]
+    again = list(range(STEPS // 2 + 1, STEPS + 1))
+
+    first, second = sorted((run_dir / "wandb").glob("offline-run-*"))  # wandb sync uploads both to the one run
+    assert first.name.endswith(before["wandb"]["id"]) and second.name.endswith(before["wandb"]["id"])
+    history = _wandb_history(wandb_records(next(second.glob("run-*.wandb"))))
+    assert [h["step"] for h in history if "train/loss" in h] == again
+    assert [h["step"] for h in history if "eval/success_rate" in h] == [STEPS]
+
+    client = MlflowClient(f"sqlite:///{(run_dir / 'mlflow.db').resolve()}")
+    (run,) = client.search_runs([client.get_experiment_by_name(PROJECT).experiment_id])
+    assert run.info.run_id == before["mlflow"]["run_id"] and run.info.status == "FINISHED"
+    steps = sorted(m.step for m in client.get_metric_history(run.info.run_id, "train/loss"))
+    assert steps == sorted([*range(1, STEPS + 1), *again])
+
+    logs = SQLiteStorage.get_logs(PROJECT, before["trackio"]["name"])
+    assert [r["step"] for r in logs if "train/loss" in r] == [*range(1, STEPS + 1), *again]
+    assert SQLiteStorage.get_runs(PROJECT).count(before["trackio"]["name"]) == 1
 
 
 # --- the tracker layer on its own ---------------------------------------------------------------------------------
