@@ -462,3 +462,12 @@ def test_an_sft_run_reaches_the_trackers(tiny_model_dir, tmp_path):
     assert _same_curve(history, out, "sft/loss")
     assert client.get_run(state["run_id"]).data.params["trl.max_steps"] == "3"
     assert not list(out.glob("events.out.tfevents.*"))
+
+
+def test_the_training_page_shows_a_valid_logging_section():
+    from tests.test_readme import find
+
+    block = find("docs/training.md", "yaml", "trackers: [tensorboard, wandb, mlflow]")
+    settings = TrackingConfig.model_validate(yaml.safe_load(block.code)["logging"])
+    assert settings.trackers == ["tensorboard", "wandb", "mlflow"] and settings.wandb.mode == "offline"
+    assert TrackingConfig().trackers == ["tensorboard"]  # the default the page names
