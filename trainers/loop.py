@@ -61,6 +61,7 @@ from agentgym.rollout.scheduler import RolloutScheduler, group_id
 from agentgym.rollout.stream import TrajectoryStream
 from agentgym.suites import load_suite
 from agentgym.tasks import Task, TaskSet
+from agentgym.tracking import episode_table, open_trackers
 from agentgym.trainers.batch import collate
 from agentgym.trainers.checkpoint import (
     DataPosition,
@@ -244,7 +245,8 @@ class _Run:
             if isinstance(self.learner, RankGroup):
                 (self.run_dir / RANKS_FILE).write_text(json.dumps(self.learner.where, indent=1) + "\n")
             with open_backend(self.config.rollout) as self.backend, BackgroundLoop() as background, \
-                    MetricsLog(self.run_dir) as log:
+                    MetricsLog(self.run_dir, trackers=open_trackers(self.config.logging, self.run_dir,
+                                                                    self.config.model_dump(mode="json"))) as log:
                 engine = self._engine(background)
                 try:
                     self._train(background, engine, log)
@@ -522,6 +524,8 @@ class _Run:
         if scheduler is not None:
             metrics["eval/rollout_started_meanwhile"] = scheduler.metrics.started - started
         log.log(self.step, metrics)
+        if log.trackers and self.config.logging.table_rows:
+            log.log_table(self.step, episode_table(folder, self.config.logging.table_rows))
         progress.update(metrics)
 
     def _held_out(self) -> tuple[list[Task], RunSpec]:
