@@ -140,6 +140,9 @@ class TrainerSection(Config):
     rank_resources: dict[str, float] = Field(default_factory=dict)
     """Custom resources each rank asks for: ranks go only to nodes that offer them (a multiplexed job's learner
     asks for its group's training pool)."""
+    save_rollouts: bool = True
+    """Write ``rollouts.jsonl``: every episode each step took, with its advantage and the trainer's logprobs (what
+    ``agentgym view`` browses); a few KB per episode, so a long run with large batches may turn it off."""
     colocate: bool = False
     """The trainer and the engine share the devices: while the trainer steps, the engine sleeps (vLLM's sleep
     mode frees its weights and KV cache; the torch engine moves its weights to the CPU) and rollout waits;

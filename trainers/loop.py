@@ -210,7 +210,7 @@ class _Run:
         kept = self.step if checkpoint else -1
         for name in (BATCHES_FILE, JSONL_NAME, ROLLOUTS):
             rewind_jsonl(self.run_dir / name, kept)
-        self.rollouts: RolloutLog | None = RolloutLog(self.run_dir)
+        self.rollouts = RolloutLog(self.run_dir) if config.trainer.save_rollouts else None
 
     def _learner(self) -> Learner | RankGroup:
         """This process's learner, or the ranks of a distributed one (``trainer.world_size``, ``trainer.strategy``)

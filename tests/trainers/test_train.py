@@ -264,7 +264,9 @@ def test_a_resumed_run_trains_on_the_episodes_of_an_uninterrupted_one(tiny_model
     steps, kept = 7, 3
     data = _config(tmp_path / "run", tiny_model_dir, trainer={"steps": steps, "group_order": "handout"},
                    eval={"episodes": 0}, checkpoint={"every": kept, "keep": 3})
+    data["trainer"]["save_rollouts"] = False
     config, _ = _train(data)
+    assert not (config.run_dir / ROLLOUTS).exists()
     uninterrupted = _batches(config.run_dir)
     groups = config.trainer.groups_per_step
     assert [b["tasks"] for b in uninterrupted] == [list(range(s * groups, (s + 1) * groups)) for s in range(steps)]
