@@ -10,6 +10,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 skipped=77
+if [ "${1-}" = -h ] || [ "${1-}" = --help ]; then  # this header, then the checks' own options where Python runs
+  sed -n '2,9s/^# \{0,1\}//p' scripts/gpu_check.sh
+  if [ -x .venv/bin/python ]; then echo; .venv/bin/python benchmarks/perf/gpu.py --help | sed -n '/^options:/,$p'; fi
+  exit 0
+fi
 
 # Without a GPU, stop here: before anything is installed or Python starts.
 if [ "${CUDA_VISIBLE_DEVICES-unset}" = "" ] || [ "${CUDA_VISIBLE_DEVICES-}" = "-1" ]; then

@@ -76,6 +76,14 @@ def test_in_place_without_a_gpu_nothing_is_written(tmp_path):
     assert not out.exists()
 
 
+def test_help_says_what_runs_and_the_exit_statuses_without_looking_for_a_gpu():
+    done = subprocess.run(["bash", str(SCRIPT), "--help"], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert done.returncode == 0, done.stderr
+    assert "Exit status: 0 every check passed" in done.stdout and "77 skipped" in done.stdout
+    assert "--only CHECK" in done.stdout and "rl_steps" in done.stdout
+
+
 def test_the_driver_skips_with_77_where_torch_sees_no_gpu(tmp_path):
     out = tmp_path / "gpu.json"
     _skips_at_once([sys.executable, str(DRIVER), "--out", str(out)], {**os.environ, "CUDA_VISIBLE_DEVICES": ""}, ROOT)
