@@ -99,7 +99,8 @@ RUN_SETTINGS: dict[str, Any] = {
     "algorithm": {"old_logprobs": "recompute", "skip_uniform_groups": False},
     "optim": {"lr": 1.0e-6},
     "trainer": {"steps": 2, "groups_per_step": 8, "group_size": 8, "micro_batch_size": 8, "async_ratio": 1,
-                "concurrency": 64, "device": "cuda", "collective_timeout": 120},
+                "concurrency": 64, "device": "cuda", "collective_timeout": 120,
+                "save_rollouts": True},  # the training tokens and the logprob parity are read from rollouts.jsonl
     "eval": {"episodes": 0},
     "checkpoint": {"every": 0, "keep": 1},
 }
@@ -166,9 +167,12 @@ def run_figures(run_dir: Path) -> dict[str, Any]:
     steps = [record for record in read_metrics(run_dir) if "time/step_seconds" in record]
     if not steps:
         raise CheckFailed(f"{run_dir} logged no training step")
+    rollouts = run_dir / "rollouts.jsonl"
+    if not rollouts.is_file():
+        raise CheckFailed(f"{run_dir} has no rollouts.jsonl, whose trained rows the figures count (trainer.save_rollouts)")
     tokens: dict[int, int] = {}
     diffs: list[float] = []
-    for line in (run_dir / "rollouts.jsonl").read_text().splitlines():
+    for line in rollouts.read_text().splitlines():
         record = json.loads(line)
         trajectory = record["trajectory"]
         if record["outcome"] != "trained":
