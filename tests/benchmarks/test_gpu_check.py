@@ -76,6 +76,13 @@ def test_in_place_without_a_gpu_nothing_is_written(tmp_path):
     assert not out.exists()
 
 
+def test_the_script_parses_and_shellcheck_finds_nothing_where_it_is_installed():
+    assert subprocess.run(["bash", "-n", str(SCRIPT)], capture_output=True).returncode == 0
+    if shutil.which("shellcheck") is not None:
+        done = subprocess.run(["shellcheck", str(SCRIPT)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout
+
+
 def test_help_says_what_runs_and_the_exit_statuses_without_looking_for_a_gpu():
     done = subprocess.run(["bash", str(SCRIPT), "--help"], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
