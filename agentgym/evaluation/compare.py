@@ -9,6 +9,7 @@ on success is the exact McNemar (sign) test on the discordant tasks.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -92,17 +93,24 @@ class Comparison(BaseModel):
 
 def compare_runs(run_a: str | Path, run_b: str | Path) -> Comparison:
     """Pair the scored tasks of two evaluation folders and test the differences."""
-    a, b = (_tasks(run) for run in (run_a, run_b))
+    return compare_tasks(_tasks(run_a), _tasks(run_b), RunFolder(run_a).spec().agent, RunFolder(run_b).spec().agent,
+                         where=f"{run_a} and {run_b}")
+
+
+def compare_tasks(a: Mapping[str, TaskScore], b: Mapping[str, TaskScore], agent_a: str, agent_b: str, *,
+                  where: str = "the two runs") -> Comparison:
+    """Pair two runs' tasks with scored samples (by id) and test the differences; ``where`` names the runs in the
+    error raised when they share none."""
     shared = [t for t in a if t in b]
     if not shared:
-        raise ValueError(f"{run_a} and {run_b} share no scored task; compare runs of the same suite or tasks")
+        raise ValueError(f"{where} share no scored task; compare runs of the same suite or tasks")
     success = [b[t].successes / b[t].samples - a[t].successes / a[t].samples for t in shared]
     reward = [b[t].scored_reward - a[t].scored_reward for t in shared]
     ranked = sorted(range(len(shared)), key=lambda i: (-abs(success[i]), -abs(reward[i]), shared[i]))
     n = len(shared)
     return Comparison(
-        agent_a=RunFolder(run_a).spec().agent,
-        agent_b=RunFolder(run_b).spec().agent,
+        agent_a=agent_a,
+        agent_b=agent_b,
         tasks=n,
         only_a=len(set(a) - set(b)),
         only_b=len(set(b) - set(a)),
