@@ -40,8 +40,9 @@ _LAZY_COMMANDS = {
     "eval": ("agentgym.evaluation.cli", "eval_command"),
     "compare": ("agentgym.evaluation.cli", "compare_command"),
     "leaderboard": ("agentgym.evaluation.cli", "leaderboard_command"),
+    "view": ("agentgym.view.cli", "view_command"),
 }
-"""The core's own commands imported only when run (evaluation pulls in matplotlib)."""
+"""The core's own commands imported only when run (evaluation pulls in matplotlib, the viewer FastAPI)."""
 
 
 class _Cli(click.Group):
