@@ -74,8 +74,9 @@ def _pct(value: float | None) -> str:
 
 
 def create_app(paths: Sequence[str | Path], *, refresh_seconds: float = 1.0, listing: Listing | None = None) -> FastAPI:
-    """The viewer of one run folder, or of two (compared). :class:`~agentgym.view.runs.NotARun` where a path is not
-    a run; files are looked at again at most every ``refresh_seconds``."""
+    """The viewer of one run folder, or of two (compared), its runs in ``app.state.runs``.
+    :class:`~agentgym.view.runs.NotARun` where a path is not a run; files are looked at again at most every
+    ``refresh_seconds``."""
     if not 1 <= len(paths) <= 2:
         raise ValueError(f"view one run or two, not {len(paths)}")
     refs = [RunRef(rid, open_run(path, refresh_seconds=refresh_seconds)) for rid, path in zip(RUN_IDS, paths,
@@ -84,6 +85,7 @@ def create_app(paths: Sequence[str | Path], *, refresh_seconds: float = 1.0, lis
     tokenizers = Tokenizers()
     env = templates()
     app = FastAPI(title="agentgym view", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.runs = [ref.run for ref in refs]
 
     @app.middleware("http")
     async def _headers(request: Request, call_next: Any) -> Any:
@@ -248,8 +250,8 @@ def create_app(paths: Sequence[str | Path], *, refresh_seconds: float = 1.0, lis
         sources = ref.run.sources()
         return JSONResponse({
             "run": ref.label, "episodes": sum(len(s.index.entries) for s in sources.values()),
-            "sources": {name: {"episodes": len(s.index.entries), "bad_lines": s.index.bad_lines}
-                        for name, s in sources.items()}})
+            "sources": {name: {"episodes": len(s.index.entries), "bad_lines": s.index.bad_lines,
+                               "read_percent": s.read_percent} for name, s in sources.items()}})
 
     @app.get("/compare", response_model=None)
     def compare_page() -> Response:

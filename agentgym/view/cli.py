@@ -48,7 +48,7 @@ def view_command(run_dirs: tuple[Path, ...], port: int, host: str) -> None:
 
 
 def _listen(host: str, port: int) -> socket.socket:
-    """A socket bound to ``host:port`` (uvicorn listens on it), or a usage error that says why it cannot be."""
+    """A socket listening on ``host:port`` (uvicorn serves it), or a usage error that says why it cannot be."""
     try:
         family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     except socket.gaierror as exc:
@@ -63,4 +63,5 @@ def _listen(host: str, port: int) -> socket.socket:
             raise click.UsageError(f"--port {port}: {host}:{port} is in use; choose another port, "
                                    "or --port 0 for a free one") from None
         raise click.UsageError(f"--host {host} --port {port}: cannot listen there ({exc.strerror})") from None
+    listener.listen(128)  # connections wait in the backlog from the moment the URL is printed
     return listener

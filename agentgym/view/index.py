@@ -6,7 +6,8 @@ indexed by parsing only the JSON before ``,"trajectory":`` (before ``,"trainer_l
 whose per-token logprobs come just before it): a few hundred bytes of a line of many kilobytes. The index remembers
 the byte offset it read up to and reads only what was appended since (a torn last line, without its newline, waits
 for its end); a file that shrank or was replaced is indexed again from the start. A line that cannot be read is
-skipped and counted, never raised.
+skipped and counted, never raised. A large stretch (a big run opened, a burst of lines) is indexed by a thread while
+the pages show what is indexed so far, so a run of any size opens at once.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ from agentgym.rollout.records import RolloutRecord
 
 CHUNK_BYTES = 16 * 2**20
 """How much of the file is read at a time while indexing."""
+SYNC_BYTES = 8 * 2**20
+"""New lines up to this much are indexed by the request that finds them; more, by a thread of their own."""
+_SCAN = json.JSONDecoder().scan_once
+_BLANK = b" \t\r"
 _EPISODE_CUT = b',"trajectory":'
 _ROLLOUT_CUT = b',"trainer_logprobs":'
 RESULTS = ("success", "failure", "truncated", "error")
@@ -93,26 +98,41 @@ class EpisodeIndex:
     to date by :meth:`refresh` at most every ``refresh_seconds``. ``entries`` only grows while the file is appended
     to; it is replaced whole when the file is rewritten."""
 
-    def __init__(self, path: Path, *, rollouts: bool = False, refresh_seconds: float = 1.0) -> None:
+    def __init__(self, path: Path, *, rollouts: bool = False, refresh_seconds: float = 1.0,
+                 background: bool = True) -> None:
         self.path = path
         self.rollouts = rollouts
         self.refresh_seconds = refresh_seconds
+        self.background = background
+        """Whether more than :data:`SYNC_BYTES` of new lines are indexed by a thread of their own while requests are
+        answered from what is indexed so far (else the call that finds them waits)."""
         self.entries: list[Entry] = []
         self.bad_lines = 0
         """Complete lines that could not be read."""
         self.indexed_to = 0
         """The byte offset after the last complete line indexed."""
+        self.size = 0
+        """The file's size when it was last looked at."""
         self.generation = 0
         """Counts the times the file was found rewritten and indexed again; caches keyed by it stay right."""
         self._inode: int | None = None
         self._checked = float("-inf")
         self._lines = 0
         self._lock = threading.Lock()
+        self._worker: threading.Thread | None = None
         self._interned: dict[str, str] = {}
+
+    @property
+    def indexing(self) -> bool:
+        """Whether a thread is indexing a large stretch of the file now."""
+        return self._worker is not None and self._worker.is_alive()
 
     def refresh(self, *, force: bool = False) -> int:
         """Index the lines appended since the last call; the number of new entries. Does nothing within
-        ``refresh_seconds`` of the last look unless ``force``."""
+        ``refresh_seconds`` of the last look unless ``force``, nor while a thread is indexing; more than
+        :data:`SYNC_BYTES` of new lines go to such a thread (with ``background``)."""
+        if self.indexing:
+            return 0
         with self._lock:
             now = time.monotonic()
             if not force and now - self._checked < self.refresh_seconds:
@@ -126,10 +146,34 @@ class EpisodeIndex:
                 return 0
             if stat.st_ino != self._inode or stat.st_size < self.indexed_to:
                 self._restart(stat.st_ino)
+            self.size = stat.st_size
             before = len(self.entries)
-            if stat.st_size > self.indexed_to:
+            if self.background and stat.st_size - self.indexed_to > SYNC_BYTES:
+                self._worker = threading.Thread(target=self._catch_up, name=f"index {self.path}", daemon=True)
+                self._worker.start()
+            elif stat.st_size > self.indexed_to:
                 self._scan(stat.st_size)
             return len(self.entries) - before
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the indexing thread (if any) to finish; whether it has."""
+        worker = self._worker
+        if worker is not None:
+            worker.join(timeout)
+        return not self.indexing
+
+    def _catch_up(self) -> None:
+        """Index up to the end of the file, and again while it grew by more than :data:`SYNC_BYTES` meanwhile."""
+        with self._lock:
+            while True:
+                self._scan(self.size)
+                try:
+                    stat = self.path.stat()
+                except OSError:
+                    return
+                if stat.st_ino != self._inode or stat.st_size - self.indexed_to <= SYNC_BYTES:
+                    return
+                self.size = stat.st_size
 
     def _restart(self, inode: int | None) -> None:
         if self._inode is not None or self.entries:
@@ -137,7 +181,9 @@ class EpisodeIndex:
         self.entries, self.bad_lines, self.indexed_to, self._lines, self._inode = [], 0, 0, 0, inode
 
     def _scan(self, end: int) -> None:
+        """Index the complete lines from ``indexed_to`` up to ``end``."""
         entries = self.entries
+        marker = _ROLLOUT_CUT if self.rollouts else _EPISODE_CUT
         with self.path.open("rb") as f:
             f.seek(self.indexed_to)
             pending = b""
@@ -148,60 +194,59 @@ class EpisodeIndex:
                     break
                 data = pending + chunk if pending else chunk
                 start = 0
+                lines = self._lines
                 while (stop := data.find(b"\n", start)) >= 0:
-                    self._lines += 1
-                    if stop - start > 8 or (stop > start and not data[start:stop].isspace()):
-                        entry = self._entry(data, start, stop, base + start, len(entries))
+                    lines += 1
+                    end_of_line = stop
+                    while end_of_line > start and data[end_of_line - 1] in _BLANK:
+                        end_of_line -= 1
+                    if end_of_line > start:  # a blank line is no record, nor a damaged one
+                        entry = None
+                        if data[end_of_line - 1] == 0x7D:  # "}": a line cut short is not a record
+                            cut = data.find(marker, start, end_of_line)
+                            if cut < 0 and self.rollouts:
+                                cut = data.find(_EPISODE_CUT, start, end_of_line)
+                            record = _load(data[start:cut] + b"}") if cut > 0 else None
+                            if record is None:  # the marker inside a summary field, or a damaged line: all of it
+                                record = _load(data[start:end_of_line])
+                            if record is not None:
+                                entry = self._entry(record, len(entries), lines, base + start, stop - start)
                         if entry is None:
                             self.bad_lines += 1
                         else:
                             entries.append(entry)
                     start = stop + 1
+                self._lines = lines
                 pending = data[start:]
                 base += start
                 self.indexed_to = base
 
-    def _entry(self, data: bytes, start: int, stop: int, offset: int, number: int) -> Entry | None:
-        """The entry of the line ``data[start:stop]``, or None where it cannot be read."""
-        end = stop
-        while end > start and data[end - 1] in b" \t\r":
-            end -= 1
-        if end == start or data[end - 1] != 0x7D:  # "}": a line cut short is not a record
-            return None
-        cut = data.find(_ROLLOUT_CUT, start, end) if self.rollouts else -1
-        if cut < 0:
-            cut = data.find(_EPISODE_CUT, start, end)
-        record = _load(data[start:cut] + b"}") if cut > 0 else None
-        if record is None:  # a field of the summary holds the marker, or the line is damaged: read it whole
-            record = _load(data[start:end])
-        if record is None:
-            return None
+    def _entry(self, r: dict[str, Any], number: int, line: int, offset: int, length: int) -> Entry | None:
+        """The entry of a record's summary fields, or None where they are not a record's."""
         try:
-            return self._fields(record, number, offset, stop - start)
-        except (KeyError, TypeError, ValueError):
+            task = r["task"]
+            interned = self._interned
+            env_id = str(task["env_id"])
+            env_id = interned.setdefault(env_id, env_id)
+            difficulty = task.get("difficulty")
+            if difficulty is not None:
+                difficulty = interned.setdefault(str(difficulty), str(difficulty))
+            status = str(r["status"])
+            entry = Entry(number, line, offset, length, str(r["key"]),
+                          f"{env_id}:{difficulty or 'default'}:{int(task['seed'])}",  # Task.id
+                          env_id, difficulty, int(r["sample"]), interned.setdefault(status, status), bool(r["success"]),
+                          float(r["reward"]), int(r["turns"]), int(r["tokens"]), float(r.get("seconds") or 0.0),
+                          r.get("error"))
+            if self.rollouts:
+                outcome = str(r["outcome"])
+                entry.step, entry.position = int(r["step"]), int(r["position"])
+                entry.carried, entry.outcome = bool(r.get("carried")), interned.setdefault(outcome, outcome)
+                entry.advantage = None if r.get("advantage") is None else float(r["advantage"])
+                entry.version_min = None if r.get("version_min") is None else int(r["version_min"])
+                entry.version_max = None if r.get("version_max") is None else int(r["version_max"])
+        except (KeyError, TypeError, ValueError, AttributeError):
             return None
-
-    def _fields(self, r: dict[str, Any], number: int, offset: int, length: int) -> Entry:
-        task = r["task"]
-        env_id = self._intern(str(task["env_id"]))
-        difficulty = task.get("difficulty")
-        difficulty = None if difficulty is None else self._intern(str(difficulty))
-        entry = Entry(
-            number=number, line=self._lines, offset=offset, length=length, key=str(r["key"]),
-            task_id=f"{env_id}:{difficulty or 'default'}:{int(task['seed'])}",  # Task.id
-            env_id=env_id, difficulty=difficulty, sample=int(r["sample"]), status=self._intern(str(r["status"])),
-            success=bool(r["success"]), reward=float(r["reward"]), turns=int(r["turns"]), tokens=int(r["tokens"]),
-            seconds=float(r.get("seconds") or 0.0), error=r.get("error"))
-        if self.rollouts:
-            entry.step, entry.position = int(r["step"]), int(r["position"])
-            entry.carried, entry.outcome = bool(r.get("carried")), self._intern(str(r["outcome"]))
-            entry.advantage = None if r.get("advantage") is None else float(r["advantage"])
-            entry.version_min = None if r.get("version_min") is None else int(r["version_min"])
-            entry.version_max = None if r.get("version_max") is None else int(r["version_max"])
         return entry
-
-    def _intern(self, text: str) -> str:
-        return self._interned.setdefault(text, text)
 
     def line_bytes(self, entry: Entry) -> bytes:
         """The raw line of ``entry``."""
@@ -224,8 +269,10 @@ class EpisodeIndex:
 
 
 def _load(data: bytes) -> dict[str, Any] | None:
+    """The JSON object ``data`` holds and nothing more, or None."""
     try:
-        value = json.loads(data)
-    except ValueError:
+        text = data.decode()
+        value, end = _SCAN(text, 0)
+    except (ValueError, StopIteration):  # the scanner raises StopIteration where no value starts
         return None
-    return value if isinstance(value, dict) else None
+    return value if end == len(text) and isinstance(value, dict) else None

@@ -21,7 +21,7 @@ from urllib.parse import urlencode
 from agentgym.view.index import RESULTS, Entry, EpisodeIndex
 
 PAGE_SIZE = 50
-SEARCH_MAX_BYTES = 256 * 2**20
+SEARCH_MAX_BYTES = 2**30
 SEARCH_MAX_SECONDS = 2.0
 SEARCH_BLOCK_BYTES = 4 * 2**20
 OUTCOMES = ("trained", "uniform", "dropped", "stale")
@@ -239,6 +239,8 @@ class Listing:
     def ordered(self, index: EpisodeIndex, query: Query) -> tuple[list[Entry], Search | None]:
         """Every episode of ``query`` in its order (every page), and how its text search went."""
         entries = index.entries
+        if index.indexing:  # a thread appends to it: a snapshot stays what the cache key says
+            entries = entries[: len(entries)]
         size = (id(index), index.generation, len(entries))
 
         def filtered() -> list[Entry]:

@@ -60,6 +60,12 @@ class Source:
     def screens(self) -> Path:
         return self.folder / SCREENS
 
+    @property
+    def read_percent(self) -> int:
+        """How much of the file is indexed, in percent (100 once the indexing thread caught up)."""
+        index = self.index
+        return 100 if not index.indexing or not index.size else min(99, 100 * index.indexed_to // index.size)
+
 
 @dataclass
 class _Cached:

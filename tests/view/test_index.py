@@ -146,3 +146,19 @@ def test_step_and_version_ranges(tmp_path):
     assert [e.step for e in listing.page(index, Query(source="rollouts", version="2")).entries] == [2, 3]
     assert [e.step for e in listing.page(index, Query(source="rollouts", outcome=("stale",))).entries] == [3]
     assert listing.page(index, Query(source="rollouts", step="soon")).problems
+
+
+def test_a_large_stretch_is_indexed_by_a_thread(tmp_path, monkeypatch):
+    from agentgym.view import index as index_module
+
+    monkeypatch.setattr(index_module, "SYNC_BYTES", 4096)
+    path = tmp_path / "episodes.jsonl"
+    path.write_bytes(b"".join(line(episode(i)) for i in range(40)) + b"broken\n")
+    index = EpisodeIndex(path, refresh_seconds=0)
+    assert index.refresh() == 0  # handed to the thread
+    assert index.wait(timeout=30)
+    assert len(index.entries) == 40 and index.bad_lines == 1 and index.indexed_to == path.stat().st_size
+    with path.open("ab") as f:
+        f.write(line(episode(40)))
+    assert index.refresh() == 1  # a few new lines: read by the call that finds them
+    assert [e.number for e in index.entries] == list(range(41))

@@ -149,7 +149,8 @@ def test_a_run_being_written_shows_new_episodes(gui_run, tmp_path):
     torn = (record.model_copy(update={"key": "torn#2", "sample": 2}).model_dump_json() + "\n").encode()
     append(folder, torn[:100])
     assert "torn#2" not in web.get("/run/a/episodes").text
-    assert web.get("/run/a/status.json").json()["sources"]["episodes"] == {"episodes": 5, "bad_lines": 0}
+    assert web.get("/run/a/status.json").json()["sources"]["episodes"] == {"episodes": 5, "bad_lines": 0,
+                                                                           "read_percent": 100}
     append(folder, torn[100:])
     assert "torn#2" in web.get("/run/a/episodes").text
     page = web.get("/run/a").text
