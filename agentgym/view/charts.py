@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 from markupsafe import Markup, escape
 
-WIDTH, HEIGHT = 460, 210
+WIDTH, HEIGHT = 420, 226
 _LEFT, _RIGHT, _TOP, _BOTTOM = 46, 12, 26, 30
 SERIES_CLASSES = ("s0", "s1", "s2", "s3")
 
@@ -43,6 +43,7 @@ def line_chart(title: str, series: Mapping[str, Sequence[tuple[float, float]]], 
                x_label: str = "step") -> Markup:
     """Curves of ``series`` (name: (x, y) points) on shared axes; ``unit_range`` fixes y to [0, 1]."""
     points = [p for values in series.values() for p in values if math.isfinite(p[1])]
+    top = _TOP + 16  # a row for the legend under the title
     parts = [(f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" role="img" '
              f'aria-label="{escape(title)}"><text class="title" x="{_LEFT}" y="16">{escape(title)}</text>')]
     if not points:
@@ -56,13 +57,13 @@ def line_chart(title: str, series: Mapping[str, Sequence[tuple[float, float]]], 
         y0, y1 = y0 - 0.5, y1 + 0.5
     if x1 == x0:
         x0, x1 = x0 - 1, x1 + 1
-    plot_w, plot_h = WIDTH - _LEFT - _RIGHT, HEIGHT - _TOP - _BOTTOM
+    plot_w, plot_h = WIDTH - _LEFT - _RIGHT, HEIGHT - top - _BOTTOM
 
     def sx(x: float) -> float:
         return _LEFT + (x - x0) / (x1 - x0) * plot_w
 
     def sy(y: float) -> float:
-        return _TOP + (1 - (y - y0) / (y1 - y0)) * plot_h
+        return top + (1 - (y - y0) / (y1 - y0)) * plot_h
 
     y_ticks, y_step = _ticks(y0, y1)
     for tick in y_ticks:
@@ -74,8 +75,8 @@ def line_chart(title: str, series: Mapping[str, Sequence[tuple[float, float]]], 
         parts.append(f'<text class="tick" x="{sx(tick):.1f}" y="{HEIGHT - _BOTTOM + 13}" text-anchor="middle">'
                      f'{escape(_number(tick, x_step))}</text>')
     parts.append(f'<text class="tick" x="{WIDTH - _RIGHT}" y="{HEIGHT - 4}" text-anchor="end">{escape(x_label)}</text>')
-    parts.append(f'<rect class="frame" x="{_LEFT}" y="{_TOP}" width="{plot_w}" height="{plot_h}"/>')
-    legend_x = WIDTH - _RIGHT - sum(7 * len(name) + 22 for name in series)
+    parts.append(f'<rect class="frame" x="{_LEFT}" y="{top}" width="{plot_w}" height="{plot_h}"/>')
+    legend_x = _LEFT
     for i, (name, values) in enumerate(series.items()):
         css = SERIES_CLASSES[i % len(SERIES_CLASSES)]
         finite = sorted(p for p in values if math.isfinite(p[1]))
@@ -86,8 +87,8 @@ def line_chart(title: str, series: Mapping[str, Sequence[tuple[float, float]]], 
         for x, y in finite[::step]:
             parts.append(f'<circle class="dot {css}" cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5"><title>'
                          f'{escape(name)} at {x_label} {escape(_number(x))}: {escape(_number(y))}</title></circle>')
-        parts.append(f'<circle class="dot {css}" cx="{legend_x + 5}" cy="12" r="4"/>'
-                     f'<text class="legend" x="{legend_x + 12}" y="16">{escape(name)}</text>')
+        parts.append(f'<circle class="dot {css}" cx="{legend_x + 5}" cy="{top - 10}" r="4"/>'
+                     f'<text class="legend" x="{legend_x + 12}" y="{top - 6}">{escape(name)}</text>')
         legend_x += 7 * len(name) + 22
     return Markup("".join(parts) + "</svg>")
 

@@ -37,7 +37,7 @@ def view_command(run_dirs: tuple[Path, ...], port: int, host: str) -> None:
         app = create_app(run_dirs)
     except NotARun as exc:
         raise click.UsageError(str(exc)) from None
-    listener = _listen(host, port)
+    listener = listen_on(host, port)
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"agentgym view: http://{shown}:{listener.getsockname()[1]}/ (Ctrl-C stops it)", err=False)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
@@ -47,7 +47,7 @@ def view_command(run_dirs: tuple[Path, ...], port: int, host: str) -> None:
         listener.close()
 
 
-def _listen(host: str, port: int) -> socket.socket:
+def listen_on(host: str, port: int) -> socket.socket:
     """A socket listening on ``host:port`` (uvicorn serves it), or a usage error that says why it cannot be."""
     try:
         family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]

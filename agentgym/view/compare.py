@@ -88,4 +88,6 @@ def compare(run_a: Run, run_b: Run, listing: Listing) -> RunsCompared:
             result.solved_both += 1
         else:
             result.solved_neither += 1
+    result.solved_only_a.sort(key=lambda pair: pair.task_id)
+    result.solved_only_b.sort(key=lambda pair: pair.task_id)
     return result

@@ -117,7 +117,7 @@ class Run:
     def _find_sources(self) -> None:
         if self.kind == "eval":
             if "episodes" not in self._sources:
-                self._sources["episodes"] = Source("episodes", "episodes", self.path, self._index(self.path / EPISODES))
+                self._sources["episodes"] = Source("episodes", "evaluation", self.path, self._index(self.path / EPISODES))
             return
         if "rollouts" not in self._sources:
             self._sources["rollouts"] = Source("rollouts", "training rollouts", self.path,

@@ -75,13 +75,24 @@ class Token:
         return " · ".join(parts)
 
 
+FOLD_OVER = 48
+"""Context spans longer than this many tokens are folded, all but their last :data:`FOLD_KEEP` tokens."""
+FOLD_KEEP = 12
+
+
 @dataclass
 class Span:
-    """Consecutive tokens: the agent's of one policy version, or the context between them (``version`` -1)."""
+    """Consecutive tokens: the agent's of one policy version, or the context between them (``version`` -1); a long
+    context span keeps its first tokens ``folded`` (shown on request) and the rest in ``tokens``."""
 
     version: int
     agent: bool
     tokens: list[Token] = field(default_factory=list)
+    folded: list[Token] = field(default_factory=list)
+
+    def fold(self) -> None:
+        if not self.agent and len(self.tokens) > FOLD_OVER:
+            self.folded, self.tokens = self.tokens[:-FOLD_KEEP], self.tokens[-FOLD_KEEP:]
 
 
 @dataclass
@@ -164,6 +175,8 @@ def token_view(trajectory: Trajectory, trainer_logprobs: Sequence[float], tokeni
         if not spans or spans[-1].version != version or spans[-1].agent != agent:
             spans.append(Span(version, agent))
         spans[-1].tokens.append(token)
+    for span in spans:
+        span.fold()
     counts: dict[int, int] = {}
     logs: list[float] = []
     for i, in_loss in enumerate(mask):

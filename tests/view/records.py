@@ -59,3 +59,21 @@ def copy_run(run: Path, to: Path) -> Path:
 def append(folder: Path, data: bytes, name: str = EPISODES) -> None:
     with (folder / name).open("ab") as f:
         f.write(data)
+
+
+def hostile_copy(run: Path, to: Path) -> Path:
+    """A copy of the evaluation ``run`` with one more episode whose every field a page shows holds :data:`HOSTILE`:
+    key, environment id, error, the model's text, the parse error, the observation (inside Markdown too) and info."""
+    folder = copy_run(run, to)
+    record = EpisodeRecord.model_validate_json((folder / EPISODES).read_bytes().split(b"\n")[0])
+    trajectory = record.trajectory
+    turn = trajectory.turns[0].model_copy(update={"action": HOSTILE, "action_error": HOSTILE})
+    observation = turn.observation[0].model_copy(update={"content": f"# {HOSTILE}\n**{HOSTILE}** `{HOSTILE}` "
+                                                                    f"![x](javascript:alert(1)) [a](javascript:x)"})
+    turn = turn.model_copy(update={"observation": [observation]})
+    task = record.task.model_copy(update={"env_id": f"evil/{HOSTILE}"})
+    hostile = record.model_copy(update={
+        "key": HOSTILE, "task": task, "error": HOSTILE,
+        "trajectory": trajectory.model_copy(update={"turns": [turn], "info": {HOSTILE: HOSTILE}, "task": task})})
+    append(folder, line(hostile))
+    return folder

@@ -14,7 +14,7 @@ from agentgym.evaluation.compare import compare_runs
 from agentgym.evaluation.records import EPISODES, EpisodeRecord
 from agentgym.view import create_app
 from agentgym.view.app import CONTENT_SECURITY_POLICY
-from tests.view.records import HOSTILE, append, copy_run
+from tests.view.records import HOSTILE, append, copy_run, hostile_copy
 
 RUNS = ["web_run", "gui_run", "model_run", "train_run"]
 
@@ -158,18 +158,7 @@ def test_a_run_being_written_shows_new_episodes(gui_run, tmp_path):
 
 
 def test_nothing_a_run_holds_reaches_the_page_as_markup(gui_run, tmp_path):
-    folder = copy_run(gui_run, tmp_path / "hostile")
-    record = first_record(folder)
-    trajectory = record.trajectory
-    turn = trajectory.turns[0].model_copy(update={"action": HOSTILE, "action_error": HOSTILE})
-    observation = turn.observation[0].model_copy(update={"content": f"# {HOSTILE}\n**{HOSTILE}** `{HOSTILE}` "
-                                                                    f"![x](javascript:alert(1)) [a](javascript:x)"})
-    turn = turn.model_copy(update={"observation": [observation]})
-    task = record.task.model_copy(update={"env_id": f"evil/{HOSTILE}"})
-    hostile = record.model_copy(update={
-        "key": HOSTILE, "task": task, "error": HOSTILE,
-        "trajectory": trajectory.model_copy(update={"turns": [turn], "info": {HOSTILE: HOSTILE}, "task": task})})
-    append(folder, (hostile.model_dump_json() + "\n").encode())
+    folder = hostile_copy(gui_run, tmp_path / "hostile")
     web = client(folder)
     pages = [web.get("/run/a"), web.get("/run/a/episodes"), web.get(f"/run/a/episodes?q={HOSTILE}&task={HOSTILE}"),
              web.get("/run/a/episode/episodes/4"), web.get("/run/a/episode/episodes/4?tab=tokens"),
