@@ -33,13 +33,13 @@ def episode(seed: int, *, reward: float = 0.0, success: bool = False, status: st
 
 
 def rollout(step: int, position: int, member: int, *, reward: float, versions: tuple[int, int] = (0, 0),
-            outcome: str = "trained") -> RolloutRecord:
+            outcome: str = "trained", info: dict | None = None) -> RolloutRecord:
     """A training run's record of a model's episode: two prompt tokens, then four sampled ones of the versions."""
     task = Task(env_id="games/Guess-v0", seed=position)
     trajectory = Trajectory(
         env_id=task.env_id, task=task, turns=[Turn(action="say aeiou")], token_ids=[1, 2, 3, 4, 5, 6],
         loss_mask=[0, 0, 1, 1, 1, 1], logprobs=[0.0, 0.0, -0.1, -0.5, -2.0, -0.05],
-        versions=[-1, -1, versions[0], versions[0], versions[1], versions[1]], reward=reward)
+        versions=[-1, -1, versions[0], versions[0], versions[1], versions[1]], reward=reward, info=info or {})
     return rollout_record(trajectory, step=step, position=position, carried=False, member=member,
                           outcome=outcome,  # type: ignore[arg-type]
                           advantage=reward - 0.5 if outcome == "trained" else None,
