@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import quote
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from starlette.exceptions import HTTPException
@@ -98,11 +99,19 @@ def create_app(paths: Sequence[str | Path], *, refresh_seconds: float = 1.0, lis
         html = env.get_template(template).render(runs=refs, current=current, episodes_now=total,
                                                  status_url=f"/run/{current.id}/status.json" if current else "",
                                                  **context)
-        return HTMLResponse(html, status_code=status)
+        return HTMLResponse(html, status_code=status, headers=HEADERS)  # also on a 500, which skips the middleware
 
     @app.exception_handler(HTTPException)
     async def _error(request: Request, exc: HTTPException) -> HTMLResponse:
         return render("error.html", exc.status_code, message=str(exc.detail), code=exc.status_code)
+
+    @app.exception_handler(RequestValidationError)
+    async def _not_a_page(request: Request, exc: RequestValidationError) -> HTMLResponse:
+        return render("error.html", 404, message=f"no page {request.url.path}", code=404)
+
+    @app.exception_handler(Exception)
+    async def _failed(request: Request, exc: Exception) -> HTMLResponse:
+        return render("error.html", 500, message=f"{request.url.path} failed: {type(exc).__name__}: {exc}", code=500)
 
     def ref_of(rid: str) -> RunRef:
         for ref in refs:

@@ -107,9 +107,10 @@ class Run:
             if time.monotonic() - self._scanned >= self.refresh_seconds:
                 self._scanned = time.monotonic()
                 self._find_sources()
-        for source in list(self._sources.values()):
+            sources = dict(self._sources)
+        for source in sources.values():
             source.index.refresh()
-        return dict(self._sources)
+        return sources
 
     def source(self, name: str) -> Source | None:
         return self.sources().get(name)

@@ -213,3 +213,24 @@ def test_compare_lists_what_one_solved_with_the_paired_statistics(gui_run, gui_r
 def test_compare_reads_a_training_runs_latest_evaluation(train_run, model_run):
     page = client(train_run, model_run).get("/compare").text
     assert "held-out evaluation, step 4" in page and "share no scored task" in page
+
+
+def test_a_malformed_address_is_a_404_page(gui_run):
+    web = client(gui_run)
+    for url in ["/run/a/episode/episodes/first", "/run/a/group/x/0"]:
+        missing = web.get(url)
+        assert missing.status_code == 404 and "<h1>404</h1>" in missing.text, url
+
+
+def test_a_page_that_fails_says_so_and_the_others_go_on(gui_run, monkeypatch):
+    from agentgym.view import pages
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(pages, "breakdown", broken)
+    web = TestClient(create_app([gui_run], refresh_seconds=0), raise_server_exceptions=False)
+    failed = web.get("/run/a")
+    assert failed.status_code == 500 and "RuntimeError: a bug" in failed.text
+    assert failed.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+    assert web.get("/run/a/episodes").status_code == 200
