@@ -70,6 +70,8 @@ def test_the_lists_drop_downs_filter_it_and_compare_leads_to_both_runs(page, gui
         screenshot(page, "view-compare")
         page.locator("a.ep[href^='/run/a/']").first.click()
         assert "success" in page.locator("h1 .badge").first.inner_text()
+        shot = page.locator("a.shot img").first  # a GUI task's screen
+        page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=shot.element_handle())
         page.go_back()
         page.locator("a.ep[href^='/run/b/']").first.click()
         assert page.locator("h1 .badge").first.inner_text() in ("failure", "truncated")
