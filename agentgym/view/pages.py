@@ -223,7 +223,8 @@ class Member:
     """One episode of a group, as the group page shows it."""
 
     entry: Entry
-    actions: list[str]
+    actions: list[tuple[str, float]]
+    """Each turn's action (its start) and reward."""
     branch: int | None = None
     parent: int | None = None
     fork_turn: int | None = None
@@ -242,7 +243,7 @@ def group_members(source: Source, entries: Sequence[Entry]) -> tuple[list[Member
         except BadRecord as exc:
             members.append(Member(entry, [], problem=str(exc)))
             continue
-        actions = [t.action if len(t.action) <= ACTION_PREVIEW else t.action[:ACTION_PREVIEW] + "…"
+        actions = [(t.action if len(t.action) <= ACTION_PREVIEW else t.action[:ACTION_PREVIEW] + "…", t.reward)
                    for t in trajectory.turns]
         info = trajectory.info
         member = Member(entry, actions)
