@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
+from typing import Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -134,9 +135,9 @@ def score(spec: RunSpec, records: Iterable[EpisodeRecord], infra: list[InfraReco
         infra_errors=unscored,
         infra_retried=len(infra) - unscored,
         error_causes=dict(Counter(i.cause for i in infra)),
-        by_family=_breakdown(records, lambda r: r.task.env_id.split("/")[0]),
-        by_env=_breakdown(records, lambda r: r.task.env_id),
-        by_difficulty=_breakdown(records, lambda r: r.task.difficulty or "default"),
+        by_family=breakdown(records, lambda r: r.task.env_id.split("/")[0]),
+        by_env=breakdown(records, lambda r: r.task.env_id),
+        by_difficulty=breakdown(records, lambda r: r.task.difficulty or "default"),
         per_task=tasks,
     )
 
@@ -170,8 +171,23 @@ def _pass_at_k(tasks: list[TaskScore], samples: int) -> dict[str, float]:
     return out
 
 
-def _breakdown(records: list[EpisodeRecord], key: Callable[[EpisodeRecord], str]) -> list[Breakdown]:
-    groups: dict[str, list[EpisodeRecord]] = defaultdict(list)
+class Scored(Protocol):
+    """An episode as a breakdown counts it: a record, or the viewer's index entry of one."""
+
+    @property
+    def scored(self) -> bool: ...
+    @property
+    def success(self) -> bool: ...
+    @property
+    def reward(self) -> float: ...
+
+
+E = TypeVar("E", bound=Scored)
+
+
+def breakdown(records: Iterable[E], key: Callable[[E], str]) -> list[Breakdown]:
+    """Scores of each slice of ``records`` by ``key`` (the bundled levels in order, then by name)."""
+    groups: dict[str, list[E]] = defaultdict(list)
     for r in records:
         groups[key(r)].append(r)
     out = []

@@ -25,6 +25,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Redirect
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from starlette.exceptions import HTTPException
 
+from agentgym.evaluation.scores import breakdown
 from agentgym.view import charts, pages
 from agentgym.view.compare import compare
 from agentgym.view.index import RESULTS, BadRecord, Entry
@@ -153,8 +154,8 @@ def create_app(paths: Sequence[str | Path], *, refresh_seconds: float = 1.0, lis
         sources = run.sources()
         evaluation = run.latest_evaluation()
         entries = evaluation.index.entries if evaluation is not None else []
-        by_env = pages.breakdown(entries, lambda e: e.env_id)
-        by_level = pages.breakdown(entries, lambda e: e.difficulty or "default")
+        by_env = breakdown(entries, lambda e: e.env_id)
+        by_level = breakdown(entries, lambda e: e.difficulty or "default")
         bars = [charts.bar_chart("success by environment", [(b.name, b.success_rate) for b in by_env]),
                 charts.bar_chart("success by difficulty", [(b.name, b.success_rate) for b in by_level])]
         curves, metrics_problem = pages.training_charts(run) if run.kind == "train" else ([], None)

@@ -25,63 +25,35 @@ _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
 
 def render(text: str, screen_url: Callable[[str], str]) -> Markup:
     """``text`` as escaped HTML with the subset marked up; ``screen_url(name)`` is where a stored screen is served."""
-    out: list[str] = []
-    at = 0
-    for fence in _FENCE.finditer(text):
-        out.append(_blocks(text[at:fence.start()], screen_url))
-        out.append(f'<pre class="code">{escape(fence[1].rstrip(chr(10)))}</pre>')
-        at = fence.end()
-    out.append(_blocks(text[at:], screen_url))
-    return Markup("".join(out))
 
+    def bold(piece: str) -> str:
+        return _around(piece, _BOLD, lambda plain: str(escape(plain)), lambda m: f"<strong>{escape(m[1])}</strong>")
 
-def _blocks(text: str, screen_url: Callable[[str], str]) -> str:
-    parts = []
-    at = 0
-    for heading in _HEADING.finditer(text):
-        parts.append(_inline(text[at:heading.start()], screen_url))
-        parts.append(f'<span class="h h{len(heading[1])}">{_inline(heading[2], screen_url)}</span>')
-        at = heading.end()
-    parts.append(_inline(text[at:], screen_url))
-    return "".join(parts)
-
-
-def _inline(text: str, screen_url: Callable[[str], str]) -> str:
-    parts = []
-    at = 0
-    for code in _CODE.finditer(text):
-        parts.append(_marked(text[at:code.start()], screen_url))
-        parts.append(f"<code>{escape(code[1])}</code>")
-        at = code.end()
-    parts.append(_marked(text[at:], screen_url))
-    return "".join(parts)
-
-
-def _marked(text: str, screen_url: Callable[[str], str]) -> str:
-    parts = []
-    at = 0
-    for image in _IMAGE.finditer(text):
-        parts.append(_bold(text[at:image.start()]))
-        screen = SCREEN.fullmatch(image[2])
+    def image(match: re.Match[str]) -> str:
+        screen = SCREEN.fullmatch(match[2])
         if screen is None:
-            parts.append(_bold(image[0]))
-        else:
-            url = screen_url(screen[1])
-            parts.append(f'<a class="screen" href="{escape(url)}"><img src="{escape(url)}" alt="{escape(image[1])}" '
-                         f'loading="lazy"></a>')
-        at = image.end()
-    parts.append(_bold(text[at:]))
-    return "".join(parts)
+            return bold(match[0])
+        url = escape(screen_url(screen[1]))
+        return f'<a class="screen" href="{url}"><img src="{url}" alt="{escape(match[1])}" loading="lazy"></a>'
+
+    def inline(piece: str) -> str:
+        return _around(piece, _CODE, lambda plain: _around(plain, _IMAGE, bold, image),
+                       lambda m: f"<code>{escape(m[1])}</code>")
+
+    def blocks(piece: str) -> str:
+        return _around(piece, _HEADING, inline, lambda m: f'<span class="h h{len(m[1])}">{inline(m[2])}</span>')
+
+    return Markup(_around(text, _FENCE, blocks, lambda m: f'<pre class="code">{escape(m[1].rstrip(chr(10)))}</pre>'))
 
 
-def _bold(text: str) -> str:
-    parts = []
-    at = 0
-    for bold in _BOLD.finditer(text):
-        parts.append(str(escape(text[at:bold.start()])))
-        parts.append(f"<strong>{escape(bold[1])}</strong>")
-        at = bold.end()
-    parts.append(str(escape(text[at:])))
+def _around(text: str, pattern: re.Pattern[str], between: Callable[[str], str],
+            marked: Callable[[re.Match[str]], str]) -> str:
+    """``text`` with each match of ``pattern`` rendered by ``marked`` and the text around the matches by ``between``."""
+    parts, at = [], 0
+    for match in pattern.finditer(text):
+        parts += [between(text[at:match.start()]), marked(match)]
+        at = match.end()
+    parts.append(between(text[at:]))
     return "".join(parts)
 
 

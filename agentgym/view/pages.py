@@ -11,7 +11,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from agentgym.evaluation.scores import LEVELS, Breakdown, mean, wilson_interval
+from agentgym.evaluation.scores import mean, wilson_interval
 from agentgym.messages import ImagePart, Message, TextPart
 from agentgym.rollout.records import RolloutRecord
 from agentgym.trajectory import Trajectory
@@ -30,19 +30,6 @@ STEPS_SHOWN = 100
 """Training steps in the run page's table of rollouts (the latest)."""
 ACTION_PREVIEW = 400
 """Characters of each action a group page shows."""
-
-
-def breakdown(entries: Sequence[Entry], key: Callable[[Entry], str]) -> list[Breakdown]:
-    """Scores of each slice of ``entries``, as an evaluation's summary has them (bundled levels in order)."""
-    groups: dict[str, list[Entry]] = {}
-    for e in entries:
-        groups.setdefault(key(e), []).append(e)
-    rows = []
-    for name, group in sorted(groups.items(), key=lambda item: (LEVELS.get(item[0], len(LEVELS)), item[0])):
-        scored = [e for e in group if e.scored]
-        rows.append(Breakdown(name=name, episodes=len(scored), success_rate=mean(e.success for e in scored),
-                              mean_reward=mean(e.reward for e in scored), infra_errors=len(group) - len(scored)))
-    return rows
 
 
 @dataclass

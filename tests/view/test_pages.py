@@ -223,12 +223,12 @@ def test_a_malformed_address_is_a_404_page(gui_run):
 
 
 def test_a_page_that_fails_says_so_and_the_others_go_on(gui_run, monkeypatch):
-    from agentgym.view import pages
+    from agentgym.view import app
 
     def broken(*args, **kwargs):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(pages, "breakdown", broken)
+    monkeypatch.setattr(app, "breakdown", broken)
     web = TestClient(create_app([gui_run], refresh_seconds=0), raise_server_exceptions=False)
     failed = web.get("/run/a")
     assert failed.status_code == 500 and "RuntimeError: a bug" in failed.text
