@@ -44,7 +44,13 @@ def offline(tmp_path_factory) -> Iterator[Path]:
             mp.delenv(name, raising=False)
         import trackio.utils
 
-        assert trackio.utils.TRACKIO_DIR == trackio_dir, "trackio was imported before its store could be set"
+        if trackio.utils.TRACKIO_DIR != trackio_dir:  # imported earlier in this process: its paths were bound then
+            for module in [m for name, m in sys.modules.items() if name.split(".")[0] == "trackio"]:
+                for name, path in {"TRACKIO_DIR": trackio_dir, "MEDIA_DIR": trackio_dir / "media",
+                                   "ARTIFACTS_DIR": trackio_dir / "artifacts"}.items():
+                    if hasattr(module, name):
+                        mp.setattr(module, name, path)
+        assert trackio.utils.TRACKIO_DIR == trackio_dir
         yield trackio_dir
 
 
