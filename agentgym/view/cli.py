@@ -45,6 +45,8 @@ def view_command(run_dirs: tuple[Path, ...], port: int, host: str) -> None:
         server.run(sockets=[listener])
     finally:
         listener.close()
+    if server.should_exit:  # stopped by Ctrl-C or SIGTERM, however uvicorn passed the signal on
+        raise SystemExit(130)
 
 
 def listen_on(host: str, port: int) -> socket.socket:
