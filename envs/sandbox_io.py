@@ -41,8 +41,9 @@ class ReadBackError(SandboxError):
 
 async def read_back(sandbox: Sandbox, probe: str, request: Any) -> Any:
     """Run the Python program ``probe`` in the sandbox's work dir with ``request`` as JSON on its stdin, and
-    return the JSON it prints; a :class:`ReadBackError` when it fails or prints none."""
-    result = await sandbox.exec(["python3", "-c", probe], timeout=60, stdin=json.dumps(request))
+    return the JSON it prints; a :class:`ReadBackError` when it fails or prints none. Python runs isolated
+    (``-I``): a ``json.py`` the agent left in the work dir is not imported in place of the standard module."""
+    result = await sandbox.exec(["python3", "-I", "-c", probe], timeout=60, stdin=json.dumps(request))
     try:
         found = json.loads(result.stdout) if result.ok else None
     except ValueError:

@@ -108,7 +108,7 @@ class _Answers:
 def test_read_back_gives_the_probe_its_request_and_returns_its_json_or_says_why_not():
     sandbox = _Answers(0, '{"files": {"a": "x"}}')
     assert asyncio.run(sandbox_io.read_back(sandbox, "PROBE", {"limit": 5})) == {"files": {"a": "x"}}
-    assert sandbox.ran == (["python3", "-c", "PROBE"], '{"limit": 5}')
+    assert sandbox.ran == (["python3", "-I", "-c", "PROBE"], '{"limit": 5}')
     for code, stdout in ((1, "{}"), (0, "Traceback (most recent call last)"), (0, "")):
         with pytest.raises(sandbox_io.ReadBackError, match="could not read the files back from sandbox fake: x*denied$") as raised:
             asyncio.run(sandbox_io.read_back(_Answers(code, stdout, "x" * 400 + "denied"), "PROBE", {}))
