@@ -3,13 +3,16 @@ mouse and keyboard at pixel coordinates; scored on the files in the sandbox when
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from agentgym.envs.gui.desktop.episode import START_KEYS, Episode, lay_down, read_state
-from agentgym.envs.gui.desktop.screen import App, DesktopScreen
+from agentgym.envs.gui.desktop.screen import App, DesktopBroken, DesktopScreen
 from agentgym.envs.gui.desktop.tasks import TASKS
 from agentgym.envs.gui.env import GuiEnv, gui_opening
+from agentgym.envs.sandbox_io import ReadBackError
 from agentgym.envs.sandboxed import SandboxEnv
+from agentgym.errors import ToolError
 from agentgym.messages import Message
 from agentgym.sandboxes.base import SandboxSpec
 from agentgym.sandboxes.errors import SandboxUnavailable
@@ -33,7 +36,17 @@ class DesktopEnv(GuiEnv, SandboxEnv):
     What no seed sets: the sandbox's clock and host name, which an agent can bring on screen (a file it saved
     shows its time of day in the editor's file dialog; ``date`` or ``hostname`` in the terminal), and a screen
     that has not settled within the helper's limit (4 s: an animation, or a machine so loaded that the
-    applications never look idle), which is read as it is then."""
+    applications never look idle), which is read as it is then.
+
+    What the agent does to its desktop is its own outcome: the terminal, and the file manager that runs
+    programs, give it the powers of the user that the desktop runs as. A desktop that stops working under one
+    of its actions (X, the window manager or the helper killed, their files under /tmp removed, the work dir
+    closed to that user, the process limit used up), or files that cannot be read back at ``done``, end the
+    episode as its failure: the call answers with the error, reward 0, ``terminated``. Files it made
+    unreadable or odd (a folder closed to it, a fifo, a symbolic link, a binary or huge file) read as missing
+    or without text and are scored as such, and a work dir too big to read back
+    (:data:`~agentgym.envs.gui.desktop.episode.ENTRY_LIMIT`) scores 0. A sandbox removed from outside or a
+    dead engine stays an infrastructure ``error``, as does any failure while the episode is set up."""
 
     difficulties = ("easy", "medium", "hard")
     default_max_turns = 30
@@ -80,6 +93,15 @@ class DesktopEnv(GuiEnv, SandboxEnv):
         reward, success, parts, damaged = self.episode.score(await read_state(self.sandbox, titles))
         self.result = (parts, damaged)
         return reward, success
+
+    async def _run_tool(self, name: str, fn: Callable[..., Any], arguments: dict[str, Any]) -> Any:
+        """Run a tool; a desktop or work dir that what the agent ran broke ends the episode as its failure."""
+        try:
+            return await super()._run_tool(name, fn, arguments)
+        except (DesktopBroken, ReadBackError) as exc:
+            self.finish(success=False, reward=0.0)
+            raise ToolError(f"{exc}\nThe desktop no longer works after what ran on it; the episode ends as a "
+                            "failure.") from exc
 
     def oracle_action(self) -> str:
         assert self.episode is not None

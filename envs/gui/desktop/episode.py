@@ -15,6 +15,9 @@ from agentgym.sandboxes.errors import SandboxError
 
 READ_LIMIT = 256 * 1024
 """The largest file whose text is read back; a bigger one reads as ``None``."""
+ENTRY_LIMIT = 10_000
+"""The most files and folders of /work read back; past them (or past a quarter of the sandbox's
+``output_limit`` in names) the read-back is incomplete, and an incomplete one scores 0."""
 DAMAGE_COST = 0.25
 """What each file the task did not name costs when it is changed, moved or deleted."""
 EDITOR = "mousepad"
@@ -34,14 +37,19 @@ Step = tuple[str, dict[str, Any]]
 
 @dataclass(frozen=True)
 class State:
-    """What the checks see at the end: every file of the work dir that is not hidden (text, or ``None`` when it
-    is not UTF-8 or too large), its permission bits, and every folder, paths relative to /work; and the
+    """What the checks see at the end, as the agent left it: every entry of the work dir that is not hidden and
+    not a folder, with its text (``None`` for anything but a regular file of UTF-8 text up to
+    :data:`READ_LIMIT` that fits the read-back's output: a symbolic link, a fifo, a socket, a binary or too
+    large file, one that could not be read) and its permission bits, and every folder, paths relative to /work (a name that is not UTF-8 has
+    U+FFFD in its place); what is in a folder the probe cannot enter counts as missing. ``complete`` is
+    ``False`` when there was more than the probe reads back (:data:`ENTRY_LIMIT`), which scores 0. And the
     applications' state as the screen shows it, the titles of the open windows (top first)."""
 
     files: dict[str, str | None]
     modes: dict[str, int]
     dirs: frozenset[str]
     windows: tuple[str, ...] = ()
+    complete: bool = True
 
 
 @dataclass(frozen=True)
@@ -67,9 +75,12 @@ class Episode:
 
     def score(self, state: State) -> tuple[float, bool, list[float], list[str]]:
         """The reward, whether the task is done, each part's score and the files damaged: the mean of the
-        parts less :data:`DAMAGE_COST` per damaged file."""
+        parts less :data:`DAMAGE_COST` per damaged file; 0 and not done for an incomplete state, in which
+        what is missing cannot be told from what was not read."""
         parts = self.check(state)
         damaged = sorted(path for path, text in self.keep.items() if state.files.get(path) != text)
+        if not state.complete:
+            return 0.0, False, parts, damaged
         reward = max(0.0, sum(parts) / len(parts) - DAMAGE_COST * len(damaged))
         return reward, all(part == 1.0 for part in parts) and not damaged, parts, damaged
 
@@ -154,27 +165,55 @@ def edit_score(got: str | None, want: str, targets: list[int]) -> float:
 
 _PREPARE = 'if [ $# -gt 0 ]; then mkdir -p -- "$@"; fi && find . -mindepth 1 -exec touch -h -d @{time} {{}} +'
 _PROBE = """
-import json, os, sys
-LIMIT = json.load(sys.stdin)["limit"]
-files, modes, dirs = {}, {}, []
-for root, folders, names in os.walk("."):
-    folders[:] = sorted(f for f in folders if not f.startswith("."))
-    dirs += [os.path.relpath(os.path.join(root, f)) for f in folders]
-    for name in names:
-        if name.startswith("."):
-            continue
-        path = os.path.join(root, name)
-        rel = os.path.relpath(path)
-        try:
-            info = os.lstat(path)
-            modes[rel] = info.st_mode & 0o7777
-            files[rel] = None
-            if os.path.isfile(path) and info.st_size <= LIMIT:
-                with open(path, "rb") as f:
-                    files[rel] = f.read().decode()
-        except (OSError, UnicodeDecodeError):
-            pass
-print(json.dumps({"files": files, "modes": modes, "dirs": dirs}))
+import json, os, stat, sys
+want = json.load(sys.stdin)
+names_left, texts_left = want["names"], want["texts"]
+entries, dirs, folders, seen, complete = [], [], [b"."], 0, True
+while folders and complete:
+    try:
+        with os.scandir(folders.pop()) as listing:
+            for entry in listing:
+                if entry.name.startswith(b"."):
+                    continue
+                seen += 1
+                name = entry.path[2:].decode("utf-8", "replace")
+                names_left -= len(json.dumps(name)) + 16
+                if seen > want["count"] or names_left < 0:
+                    complete = False
+                    break
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISDIR(info.st_mode):
+                    dirs.append(name)
+                    folders.append(entry.path)
+                else:
+                    size = info.st_size if stat.S_ISREG(info.st_mode) else -1
+                    entries.append((size, name, entry.path, info.st_mode & 0o7777))
+    except OSError:
+        pass
+texts = {}
+for size, name, path, _ in sorted(e for e in entries if 0 <= e[0] <= want["limit"]):
+    if size > texts_left:
+        break
+    try:
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
+            data = f.read(want["limit"] + 1) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else None
+    except OSError:
+        continue
+    if data is None or len(data) > want["limit"]:
+        continue
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        text = None
+    texts_left -= len(data) if text is None else len(json.dumps(text))
+    if texts_left < 0:
+        break
+    texts[name] = text
+files = [[name, mode, texts.get(name)] for _, name, _, mode in entries]
+print(json.dumps({"files": files, "dirs": dirs, "complete": complete}))
 """
 
 
@@ -189,6 +228,14 @@ async def lay_down(sandbox: Sandbox, episode: Episode) -> None:
 
 
 async def read_state(sandbox: Sandbox, windows: tuple[str, ...] = ()) -> State:
-    """Read back every file and folder under /work in one command; ``windows``: the window titles on screen."""
-    found = await read_back(sandbox, _PROBE, {"limit": READ_LIMIT})
-    return State(files=found["files"], modes=found["modes"], dirs=frozenset(found["dirs"]), windows=windows)
+    """Read back the files and folders under /work in one command, in bounded time and output; ``windows``:
+    the window titles on screen. The probe runs as the agent's user, so what the agent closed to itself is
+    missing; texts go smallest first into half the sandbox's ``output_limit``, the rest read as ``None``.
+    Raises :class:`~agentgym.envs.sandbox_io.ReadBackError` when the probe could not run (the work dir closed
+    to the agent, its processes using up the pids limit)."""
+    limits = {"limit": READ_LIMIT, "count": ENTRY_LIMIT, "names": sandbox.spec.output_limit // 4,
+              "texts": sandbox.spec.output_limit // 2}
+    found = await read_back(sandbox, _PROBE, limits)
+    return State(files={name: text for name, _, text in found["files"]},
+                 modes={name: mode for name, mode, _ in found["files"]}, dirs=frozenset(found["dirs"]),
+                 windows=windows, complete=found["complete"])

@@ -1,6 +1,12 @@
 """The :class:`~agentgym.envs.gui.env.Screen` of an X desktop in a sandbox: input through xdotool and the screen
 read back through ``desktop``, the helper of the ``agentgym/desktop`` image, which waits for the screen to
-settle after each action and answers with the windows and a PNG of the frame buffer in one command."""
+settle after each action and answers with the windows and a PNG of the frame buffer in one command.
+
+The helper, the X server, the window manager and the applications run as the agent's user, as its terminal
+does: the applications write the agent's files, and any X client (which every process of the sandbox can be)
+can grab the server or kill the window manager's connection whatever its user. So a helper that fails in a
+working sandbox is a :class:`DesktopBroken`, which the environment counts as the agent's doing once the agent
+has acted."""
 
 from __future__ import annotations
 
@@ -34,6 +40,12 @@ SLOW_QUIET = 0.4
 a quarter of a second before it acts."""
 BUTTONS = {"left": "1", "middle": "2", "right": "3"}
 ACTIVATING_KEYS = frozenset({"enter", "space"})
+
+
+class DesktopBroken(SandboxError):
+    """The desktop's helper ran in a working sandbox and failed, ran out of time or answered nonsense: what it
+    needs (the X server, the frame buffer's file under /tmp, the work dir it starts in, a free process slot) is
+    gone or closed. The sandbox itself answered: one removed from outside raises :class:`SandboxDied`."""
 
 
 @dataclass(frozen=True)
@@ -159,23 +171,28 @@ class DesktopScreen:
         await self._helper("act", request, ACTION_TIMEOUT)
 
     async def _helper(self, command: str, request: dict[str, Any] | None, timeout: float) -> None:
-        """Run ``desktop COMMAND`` with ``request`` as JSON on its input and keep the observation it prints."""
+        """Run ``desktop COMMAND`` with ``request`` as JSON on its input and keep the observation it prints. An
+        input xdotool refused is a :class:`ToolError` while the desktop still answers, and a
+        :class:`DesktopBroken` when it does not (xdotool fails too when X is gone)."""
         self._png = b""
         stdin = None if request is None else json.dumps(request)
         result = await self.sandbox.exec(["desktop", command], timeout=timeout, stdin=stdin)
         if command == "act" and result.exit_code == 2:
-            raise ToolError(f"the desktop refused that input: {result.stderr.strip()[-300:]}")
+            refused = f"the desktop refused that input: {result.stderr.strip()[-300:]}"
+            await self._helper("observe", None, ACTION_TIMEOUT)
+            raise ToolError(refused)
         if not result.ok:
             why = "timed out" if result.timed_out else f"exit {result.exit_code}"
-            raise SandboxError(f"the desktop in sandbox {self.sandbox.id} failed ({why}): {result.stderr[-500:]}")
+            raise DesktopBroken(f"the desktop in sandbox {self.sandbox.id} failed ({why}): "
+                                f"{result.stderr.strip()[-500:]}")
         try:
             seen = json.loads(result.stdout)
             self.windows = [Window(title=w["title"], focused=w["focused"], popup=w["popup"], x=w["x"], y=w["y"],
                                    width=w["width"], height=w["height"]) for w in seen["windows"]]
             self._png = base64.b64decode(seen["png"])
         except (ValueError, KeyError, TypeError) as exc:
-            raise SandboxError(f"the desktop in sandbox {self.sandbox.id} sent a garbled observation: "
-                               f"{exc!r}") from exc
+            raise DesktopBroken(f"the desktop in sandbox {self.sandbox.id} sent a garbled observation: "
+                                f"{exc!r}") from exc
 
 
 def _quote(text: str) -> str:
