@@ -4,6 +4,7 @@ open; the incremental detokeniser on its own."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
@@ -18,16 +19,23 @@ from transformers import AutoTokenizer
 from agentgym.inference import GenerationChunk, GenerationRequest, GenerationResult
 from agentgym.serve import create_app
 from agentgym.serve.openai_format import TextStream
-from tests.inference.serving import AGENTGYM, free_port, thread_server, wait_until_serving
+from tests.inference.serving import AGENTGYM, ThreadServer, free_port, thread_server, wait_until_serving
+from tests.waiting import until, until_async
 
 LONG = {"prompt": "Hello", "seed": 1, "temperature": 1.0}
-"""A completion the tiny model does not end early (it runs to max_tokens)."""
+"""A long completion (the tiny model ends it after some 2,400 tokens; with :func:`endless`, only at max_tokens)."""
 
 
 @pytest.fixture(scope="module")
 def server(tiny_model_dir):
     with thread_server(tiny_model_dir, seed=0) as running:
         yield running
+
+
+@pytest.fixture
+def endless(server, monkeypatch):
+    """The server's engine ends a generation only at its max_tokens (it samples end-of-turn tokens as any other)."""
+    monkeypatch.setattr(server.engine, "eos_token_ids", frozenset())
 
 
 @pytest.fixture(scope="module")
@@ -44,17 +52,17 @@ def events(response: httpx.Response) -> Iterator[dict[str, Any]]:
             yield json.loads(line.removeprefix("data: "))
 
 
-def test_the_first_chunk_comes_before_the_generation_ends(server, tiny_model_dir):
-    body = {"model": tiny_model_dir.name, "max_tokens": 160, "stream": True} | LONG
-    started = time.perf_counter()
-    arrivals = []
+def test_the_first_chunk_comes_before_the_generation_ends(server, tiny_model_dir, endless):
+    body = {"model": tiny_model_dir.name, "max_tokens": 256, "stream": True} | LONG
+    texts: list[str] = []
+    generating_at_first = False
     with httpx.stream("POST", f"{server.base_url}/completions", json=body, timeout=120) as response:
         for event in events(response):
             if event["choices"] and event["choices"][0]["text"]:
-                arrivals.append(time.perf_counter() - started)
-    total = time.perf_counter() - started
-    assert len(arrivals) > 10, "the text came in a handful of chunks, not as it was generated"
-    assert arrivals[0] < total / 3, f"first text after {arrivals[0]:.2f} s of {total:.2f} s"
+                generating_at_first = generating_at_first or (not texts and server.engine.in_flight == 1)
+                texts.append(event["choices"][0]["text"])
+    assert len(texts) > 10, "the text came in a handful of chunks, not as it was generated"
+    assert generating_at_first, "the first text came once the engine had ended the generation"
 
 
 def test_streamed_pieces_add_up_to_the_answer_unstreamed(server, tiny_model_dir):
@@ -102,33 +110,41 @@ def test_streamed_pieces_add_up_to_the_answer_unstreamed(server, tiny_model_dir)
     assert chunks[-1]["choices"][0]["finish_reason"] == expected["finish_reason"]
 
 
-def wait_until_idle(engine: Any, timeout: float = 10.0) -> None:
-    """Wait until ``engine`` has no request in flight, then check that it generates nothing more."""
-    deadline = time.monotonic() + timeout
-    while engine.in_flight and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert engine.in_flight == 0, "the engine is still generating for a client that left"
+def settled(engine: Any) -> int:
+    """The engine's count of generated tokens once it has no request in flight and generates nothing more."""
+    until(lambda: engine.in_flight == 0, "the engine dropping the request of a client that left")
     generated = engine.stats().generated_tokens
     time.sleep(0.5)
-    assert engine.stats().generated_tokens == generated
+    assert engine.stats().generated_tokens == generated, "the engine still generates with nothing in flight"
+    return generated
 
 
-def test_a_client_that_leaves_mid_stream_cancels_its_generation(server, tiny_model_dir):
+async def leave_once_generating(server: ThreadServer, body: dict[str, Any]) -> None:
+    """Post ``body`` (not streamed) and close the connection once the engine generates for it."""
+    before = server.engine.stats().generated_tokens
+    async with httpx.AsyncClient(timeout=60) as client:
+        posted = asyncio.create_task(client.post(f"{server.base_url}/completions", json=body))
+        await until_async(lambda: server.engine.stats().generated_tokens > before, "the engine generating")
+        posted.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await posted
+
+
+def test_a_client_that_leaves_mid_stream_cancels_its_generation(server, tiny_model_dir, endless):
     engine = server.engine
     body = {"model": tiny_model_dir.name, "max_tokens": 3000, "stream": True} | LONG
+    started = engine.stats().generated_tokens
     with httpx.stream("POST", f"{server.base_url}/completions", json=body, timeout=30) as response:
         for event in events(response):
             if event["choices"][0]["text"]:
                 break
         assert engine.in_flight == 1
-    wait_until_idle(engine)
+    assert settled(engine) - started < 3000, "the generation ran to its end"
 
     # A client that gives up on a response it is not streamed cancels it too.
     started = engine.stats().generated_tokens
-    with pytest.raises(httpx.ReadTimeout):
-        httpx.post(f"{server.base_url}/completions", json=body | {"stream": False}, timeout=1.5)
-    wait_until_idle(engine)
-    assert engine.stats().generated_tokens - started < 1000
+    asyncio.run(leave_once_generating(server, body | {"stream": False}))
+    assert settled(engine) - started < 3000, "the generation ran to its end"
 
 
 def test_an_engine_that_cannot_stream_sends_one_piece_at_the_end(server, tiny_model_dir):
@@ -169,18 +185,15 @@ def test_ctrl_c_stops_the_server_with_a_stream_open(tiny_model_dir, tmp_path):
             stream = events(response)
             next(stream)
             process.send_signal(signal.SIGINT)
-            started = time.perf_counter()
-            process.wait(timeout=20)
-            stopped = time.perf_counter() - started
+            process.wait(timeout=60)
             rest = list(stream)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
         log.close()
-    assert stopped < 8.0, f"the server took {stopped:.1f} s to stop on SIGINT"
     assert process.returncode == 130, (tmp_path / "serve.log").read_text()[-2000:]  # the CLI's exit on Ctrl-C
-    assert rest and "error" in rest[-1], "the stream did not say why it ended"
+    assert rest and "error" in rest[-1], "the stream did not say why it ended"  # it was cut, not run to its end
 
 
 def test_text_stream_never_splits_a_character(tokenizer):
