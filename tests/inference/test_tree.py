@@ -18,6 +18,7 @@ from agentgym.inference.sampling import sampling_logprobs
 from agentgym.inference.torch_engine import TorchEngine
 from agentgym.inference.tree import LatrParams, TreeSearch, branch_tokens, edit_distance
 from agentgym.inference.types import GenerationRequest, SamplingParams
+from tests.waiting import until_async
 
 LATR = LatrParams()
 EOS = 99
@@ -206,6 +207,12 @@ def engine(tiny_model_dir):
     asyncio.run(engine.close())
 
 
+async def growing(engine: TorchEngine) -> None:
+    """Wait until ``engine`` generates tokens beyond those it had when called (the tree just asked for grows)."""
+    before = engine.stats().generated_tokens
+    await until_async(lambda: engine.stats().generated_tokens > before, "the tree growing", every=0.001)
+
+
 def tree_request(seed: int = 1, max_tokens: int = 20) -> GenerationRequest:
     sampling = SamplingParams(temperature=0.8, top_p=0.95, max_tokens=max_tokens, seed=seed)
     return GenerationRequest(prompt_ids=list(range(5, 25)), sampling=sampling)
@@ -246,14 +253,11 @@ def test_a_tree_is_the_same_for_the_same_seed_and_its_cancel_leaves_nothing_runn
         first = await engine.generate_tree(tree_request(seed=3), BRANCHY, 3)
         second = await engine.generate_tree(tree_request(seed=3), BRANCHY, 3)
         task = asyncio.create_task(engine.generate_tree(tree_request(seed=4, max_tokens=400), BRANCHY, 4))
-        await asyncio.sleep(0.05)
+        await growing(engine)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        for _ in range(100):
-            if engine.in_flight == 0:
-                break
-            await asyncio.sleep(0.02)
+        await until_async(lambda: engine.in_flight == 0, "the engine dropping the cancelled tree")
         return first, second
 
     first, second = asyncio.run(twice_then_cancel())
@@ -269,7 +273,7 @@ def test_a_weight_update_ends_the_tree_phase_and_every_branch_still_finishes(eng
 
     async def update_mid_tree():
         task = asyncio.create_task(engine.generate_tree(tree_request(max_tokens=200), long_phase, 4))
-        await asyncio.sleep(0.1)
+        await growing(engine)
         version = await engine.update_weights(state)
         return await task, version
 
@@ -286,9 +290,9 @@ def test_closing_the_engine_mid_tree_settles_the_tree_with_its_branches_aborted(
     async def close_mid_tree():
         engine = TorchEngine(tiny_model_dir, seed=0)
         task = asyncio.create_task(engine.generate_tree(tree_request(max_tokens=400), BRANCHY, 4))
-        await asyncio.sleep(0.1)
+        await growing(engine)
         await engine.close()
-        return await asyncio.wait_for(task, 10)
+        return await asyncio.wait_for(task, 60)
 
     result = asyncio.run(close_mid_tree())
     reasons = [b.result.finish_reason for b in result.branches]

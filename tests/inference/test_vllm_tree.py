@@ -15,6 +15,7 @@ from agentgym.inference.sampling import sampling_logprobs
 from agentgym.inference.torch_engine import TorchEngine
 from agentgym.inference.tree import LatrParams
 from agentgym.inference.types import GenerationRequest, SamplingParams, TreeResult
+from tests.waiting import until_async
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(300)]
 
@@ -121,10 +122,7 @@ def test_cancelling_a_tree_leaves_no_request_in_vllm(background, engine):
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        for _ in range(200):
-            if _unfinished(engine) == 0:
-                break
-            await asyncio.sleep(0.02)
+        await until_async(lambda: _unfinished(engine) == 0, "vLLM dropping the cancelled tree's requests")
         return _unfinished(engine)
 
     assert background.run(cancel_mid_tree()) == 0
