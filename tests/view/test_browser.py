@@ -31,6 +31,20 @@ def browser() -> Iterator[Any]:
             launched.close()
 
 
+def expect(target: Any) -> Any:
+    """Playwright's ``expect``: assertions that retry until they hold (5 s), for what a script changes after a click."""
+    from playwright.sync_api import expect as retrying
+
+    return retrying(target)
+
+
+def follow(page: Any, link: Any) -> None:
+    """Click ``link`` (a locator) and wait until the page it leads to has loaded: a read right after a click may
+    still see the page being left, and a wait for "load" then returns at once, since that page had loaded."""
+    with page.expect_navigation():
+        link.click()
+
+
 @pytest.fixture
 def page(browser) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": 1280, "height": 860})
@@ -49,9 +63,11 @@ def test_a_web_run_its_episode_and_its_screens(page, web_run):
         page.goto(url)
         assert page.locator("h1").inner_text().startswith("web")
         assert page.locator("svg.chart").count() == 2
-        page.click("text=episodes >> nth=0")
-        page.locator("table.episodes a").first.click()
-        page.wait_for_load_state("load")
+        follow(page, page.locator("text=episodes >> nth=0"))
+        keys = page.locator("table.episodes tbody td:nth-child(2) a").all_inner_texts()  # in the order written
+        assert len(set(keys)) == 3
+        follow(page, page.locator("table.episodes a").first)
+        assert keys[0] in page.locator("h1").inner_text()
         shot = page.locator("a.shot img").first
         shot.scroll_into_view_if_needed()
         page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=shot.element_handle())
@@ -59,8 +75,8 @@ def test_a_web_run_its_episode_and_its_screens(page, web_run):
         assert "<tool_call>" in page.locator("pre.action").first.inner_text()
         page.evaluate("document.getElementById('turn-2').scrollIntoView()")
         screenshot(page, "view-episode")
-        page.click("text=next ›")
-        assert "web/Shop-v0:medium" in page.locator("h1").inner_text()
+        follow(page, page.locator("text=next ›"))
+        expect(page.locator("h1")).to_contain_text(keys[1])
 
 
 def test_the_lists_drop_downs_filter_it_and_compare_leads_to_both_runs(page, gui_run, gui_random_run):
@@ -68,12 +84,12 @@ def test_the_lists_drop_downs_filter_it_and_compare_leads_to_both_runs(page, gui
         page.goto(url)  # two runs open on their comparison
         assert "Solved by A, not by B (4)" in page.content()
         screenshot(page, "view-compare")
-        page.locator("a.ep[href^='/run/a/']").first.click()
+        follow(page, page.locator("a.ep[href^='/run/a/']").first)
         assert "success" in page.locator("h1 .badge").first.inner_text()
         shot = page.locator("a.shot img").first  # a GUI task's screen
         page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=shot.element_handle())
         page.go_back()
-        page.locator("a.ep[href^='/run/b/']").first.click()
+        follow(page, page.locator("a.ep[href^='/run/b/']").first)
         assert page.locator("h1 .badge").first.inner_text() in ("failure", "truncated")
         page.goto(f"{url}/run/b/episodes")
         assert page.locator("table.episodes tbody tr").count() == 4
@@ -94,16 +110,17 @@ def test_a_training_runs_group_and_tokens_coloured_by_the_ratio(page, train_run)
         assert page.locator("svg.chart").count() >= 2 and "Rollouts by step" in page.content()
         screenshot(page, "view-run")
         page.goto(f"{url}/run/a/episodes?source=rollouts&step=4")
-        page.locator("table.episodes td a[href*='/group/']").first.click()
+        follow(page, page.locator("table.episodes td a[href*='/group/']").first)
         assert page.locator("div.member").count() == 4
-        page.locator("div.member h3 a").nth(1).click()
+        follow(page, page.locator("div.member h3 a").nth(1))
         page.click("#tokens-tab")
         view = page.locator("section.token-view")
         token = page.locator("#tokens span.tok").first
         behaviour = token.evaluate("t => getComputedStyle(t).backgroundColor")
         page.click("a.mode[data-colour=ratio]")  # switched by the script, without a reload
-        assert "mode-ratio" in view.get_attribute("class") and "colour=ratio" in page.url
-        assert token.evaluate("t => getComputedStyle(t).backgroundColor") != behaviour
+        expect(view).to_have_class(re.compile(r"\bmode-ratio\b"))
+        expect(page).to_have_url(re.compile(r"colour=ratio"))
+        expect(token).not_to_have_css("background-color", behaviour)
         assert page.locator("#tokens .ver .vl").first.inner_text().startswith("v")
         screenshot(page, "view-tokens")
 
@@ -118,8 +135,7 @@ def test_a_run_being_written_offers_its_new_episodes(page, gui_run, tmp_path):
         append(folder, first.replace(b'#0"', b'#5"', 1) + b"\n")
         notice.wait_for(state="visible", timeout=15_000)
         assert "1 new episode" in notice.inner_text()
-        notice.locator("a").click()
-        page.wait_for_load_state("load")
+        follow(page, notice.locator("a"))  # the same address, loaded again
         assert page.locator("table.episodes tbody tr").count() == 5
 
 
@@ -127,8 +143,7 @@ def test_an_episodes_script_never_runs(page, gui_run, tmp_path):
     with serving([hostile_copy(gui_run, tmp_path / "hostile")]) as url:
         page.goto(f"{url}/run/a/episodes")
         assert page.evaluate("window.pwned") is None
-        page.locator("table.episodes a", has_text="<script>").click()
-        page.wait_for_load_state("load")
+        follow(page, page.locator("table.episodes a", has_text="<script>"))
         assert page.evaluate("window.pwned") is None
         assert page.locator("pre.action").first.inner_text() == HOSTILE
         assert HOSTILE in page.locator(".parse-error pre").inner_text()
