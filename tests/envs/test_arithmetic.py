@@ -157,11 +157,11 @@ def test_malicious_or_invalid_input_is_rejected(expression: str) -> None:
 
 
 def test_malicious_inputs_fail_fast() -> None:
-    start = time.perf_counter()
+    start = time.thread_time()  # this thread's CPU time, which a busy neighbour does not inflate
     for expression in MALICIOUS:
         with pytest.raises(ExpressionError):
             evaluate(expression)
-    assert time.perf_counter() - start < 1.0
+    assert time.thread_time() - start < 1.0  # milliseconds; one of them evaluated would take hours
 
 
 @pytest.mark.parametrize(

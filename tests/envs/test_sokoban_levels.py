@@ -52,9 +52,9 @@ def fewest_moves(level: Level) -> int | None:
 
 @pytest.mark.parametrize("difficulty", sorted(DIFFICULTIES))
 def test_generated_levels_are_solvable_within_the_cap(difficulty: str) -> None:
-    started = time.perf_counter()
+    started = time.thread_time()  # this thread's CPU time, which a busy neighbour does not inflate
     levels = [generate(np.random.default_rng(seed), difficulty) for seed in SEEDS]
-    assert time.perf_counter() - started < 10, "generation is far slower than a few ms per level"
+    assert time.thread_time() - started < 10, "generation is far slower than a few ms per level"
     params = DIFFICULTIES[difficulty]
     for level in levels:
         assert (level.height, level.width) == (params.size, params.size)
