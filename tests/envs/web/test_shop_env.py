@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
-import time
 
 import pytest
 
@@ -87,10 +86,10 @@ def test_goto_another_host_is_refused_with_an_error_observation():
                 messages, _, terminated, _, info = await env.astep(env.format_call("goto", url=url))
                 assert "limited to this site" in messages[-1].text and info["action_error"] and not terminated
             assert env.path == "/"
-            started = time.perf_counter()
             messages, *_ = await env.astep(env.format_call("click", element="e999"))
-            assert "no element e999 on this page" in messages[-1].text and "URL: /" in messages[-1].text
-            assert time.perf_counter() - started < 1  # refused at once, not after the action timeout
+            # refused from the page's ids at once, not by a click timing out on an element that is not there
+            assert "there is no element e999 on this page" in messages[-1].text and "URL: /" in messages[-1].text
+            assert "Timeout" not in messages[-1].text
         finally:
             await env.aclose()
 
