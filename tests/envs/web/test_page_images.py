@@ -1,5 +1,6 @@
 """A page is read once the images it draws have loaded: an icon a script adds, drawn from a CSS ``content``
-URL that is slow to come, has its size when the page is read, and a broken image does not hold the read up."""
+URL that is slow to come (held by the site until the test lets it go), has its size when the page is read, and a
+broken image does not hold the read up."""
 
 from __future__ import annotations
 
@@ -7,20 +8,17 @@ import asyncio
 import contextlib
 import struct
 import threading
-import time
 import zlib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import pytest
 
 from agentgym.envs.web.browser import Browser
-from agentgym.envs.web.page_images import IMAGE_PATIENCE_MS, images_loaded
+from agentgym.envs.web.page_images import images_loaded
 
 pytestmark = pytest.mark.browser
-
-ICON_DELAY = 0.6
-"""Seconds the icon takes to come: far longer than reading the page takes."""
 
 
 def _png() -> bytes:
@@ -41,10 +39,19 @@ PAGE = b"""<!doctype html><style>.icon { content: url(/icon.png); height: 12px; 
 });</script>"""
 
 
+class _Server(ThreadingHTTPServer):
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Site)
+        self.icon = threading.Event()
+        """Set when the icon may go out: until then, each request for it waits."""
+
+
 class _Site(BaseHTTPRequestHandler):
+    server: _Server
+
     def do_GET(self) -> None:  # http.server calls it by this name
         if self.path == "/icon.png":
-            time.sleep(ICON_DELAY)
+            self.server.icon.wait(timeout=60)
             self._send(200, "image/png", PNG)
         elif self.path == "/":
             self._send(200, "text/html", PAGE)
@@ -64,38 +71,52 @@ class _Site(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def site() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Site)
+def site() -> Iterator[_Server]:
+    server = _Server()
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    yield server
+    server.icon.set()
     server.shutdown()
     server.server_close()
     thread.join()
 
 
-async def _read_icon(url: str, *, wait: bool) -> tuple[float, bool | None, float]:
-    """The icon's width as the page is read (after :func:`images_loaded` if ``wait``), what the wait said,
-    and the seconds it took."""
-    browser = Browser(warm=0)
-    try:
-        page = await browser.open_page()
-        await page.goto(url)
-        start = time.monotonic()
-        loaded = await images_loaded(page) if wait else None
-        waited = time.monotonic() - start
-        width = await page.evaluate("() => document.getElementById('icon').getBoundingClientRect().width")
-        return width, loaded, waited
-    finally:
-        await browser.close()
+def _url(site: _Server) -> str:
+    return f"http://127.0.0.1:{site.server_address[1]}/"
+
+
+async def _icon_width(page: Any) -> float:
+    return await page.evaluate("() => document.getElementById('icon').getBoundingClientRect().width")
 
 
 def test_a_slow_icon_a_script_added_has_its_size_once_the_images_have_loaded(site):
-    width, loaded, waited = asyncio.run(_read_icon(site, wait=True))
-    assert loaded is True and width == 12  # 12 px high, as wide as the square image
-    assert waited < IMAGE_PATIENCE_MS / 1000  # the broken image counted as done, not waited out
+    async def read() -> tuple[bool, bool, float]:
+        browser = Browser(warm=0)
+        try:
+            page = await browser.open_page()
+            await page.goto(_url(site))
+            waiting = asyncio.create_task(images_loaded(page))
+            done, _ = await asyncio.wait({waiting}, timeout=0.5)
+            site.icon.set()
+            return bool(done), await waiting, await _icon_width(page)
+        finally:
+            await browser.close()
+
+    done_while_held, loaded, width = asyncio.run(read())
+    assert not done_while_held, "the read did not wait for the icon"
+    assert loaded is True, "the broken image was waited out"  # False: the patience ran out
+    assert width == 12  # 12 px high, as wide as the square image
 
 
 def test_read_at_once_the_same_page_has_no_icon_yet(site):
-    width, _, _ = asyncio.run(_read_icon(site, wait=False))
-    assert width == 0
+    async def read() -> float:
+        browser = Browser(warm=0)
+        try:
+            page = await browser.open_page()
+            await page.goto(_url(site))
+            return await _icon_width(page)  # the site holds the icon until the test ends
+        finally:
+            await browser.close()
+
+    assert asyncio.run(read()) == 0
