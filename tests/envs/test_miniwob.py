@@ -3,6 +3,7 @@ utterance, time limit, reward and done signals, and clear refusals."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 
@@ -10,7 +11,7 @@ import pytest
 from gymnasium.utils.env_checker import check_reset_seed_determinism
 
 import agentgym
-from agentgym.envs.miniwob.page import tasks
+from agentgym.envs.miniwob.page import outcome, tasks
 
 pytest.importorskip("miniwob")
 pytestmark = pytest.mark.browser
@@ -77,14 +78,21 @@ def test_the_pixel_tier_clicks_by_coordinates_on_minwobs_task_area():
 
 
 def test_minwobs_timer_ends_a_slow_episode_as_a_failure():
-    env = agentgym.make("miniwob/click-test-v0", actions="pixels", parser="pythonic")
-    try:
-        env.reset(seed=0)
-        time.sleep(env.time_limit + 0.5)
-        _, reward, terminated, _, info = env.step("click(x=1, y=1)")
-        assert terminated and not info["success"] and reward == -1.0 and env.outcome.reason == "timed out"
-    finally:
-        env.close()
+    async def scenario() -> None:
+        env = agentgym.make("miniwob/click-test-v0", actions="pixels", parser="pythonic")
+        try:
+            started = time.monotonic()
+            await env.areset(seed=0)
+            async with asyncio.timeout(env.time_limit + 60):  # the page's own timer, however busy the machine
+                while await outcome(env.screen.page) is None:
+                    await asyncio.sleep(0.2)
+            assert time.monotonic() - started >= env.time_limit  # not before its time
+            _, reward, terminated, _, info = await env.astep("click(x=1, y=1)")
+            assert terminated and not info["success"] and reward == -1.0 and env.outcome.reason == "timed out"
+        finally:
+            await env.aclose()
+
+    asyncio.run(scenario())
 
 
 def test_the_same_seed_draws_the_same_task():
