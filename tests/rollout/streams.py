@@ -7,9 +7,10 @@ import asyncio
 from agentgym.rollout import RolloutScheduler
 
 
-async def delivered(scheduler: RolloutScheduler, tasks) -> list:
-    """Run ``scheduler`` over ``tasks`` to its end and return every trajectory its stream delivered."""
-    seen = []
+async def delivered(scheduler: RolloutScheduler, tasks, *, into: list | None = None) -> list:
+    """Run ``scheduler`` over ``tasks`` to its end and return every trajectory its stream delivered (appended to
+    ``into`` as they come, where given, for a test to watch)."""
+    seen = [] if into is None else into
 
     async def read() -> None:
         async for trajectory in scheduler.stream:

@@ -17,6 +17,7 @@ from agentgym.rollout import RolloutConfig, RolloutScheduler
 from agentgym.rollout.scheduler import GroupResult
 from tests.rollout.envs import VersionClock, VersionedPolicy
 from tests.rollout.streams import delivered
+from tests.waiting import until_async
 
 ENV = "test/Counter-v0"
 
@@ -45,11 +46,12 @@ def _carried(trajectories: list) -> list:
     return [t for t in trajectories if t.timings.get("paused_seconds", 0.0) > 0]
 
 
-async def _alongside(scheduler: RolloutScheduler, tasks, trainer: Coroutine[Any, Any, None]) -> list:
-    """Run ``scheduler`` with ``trainer`` beside it; what the stream delivered."""
+async def _alongside(scheduler: RolloutScheduler, tasks, trainer: Coroutine[Any, Any, None],
+                     into: list | None = None) -> list:
+    """Run ``scheduler`` with ``trainer`` beside it; what the stream delivered (into ``into``, where given)."""
     async with asyncio.TaskGroup() as group:
         group.create_task(trainer)
-        return await delivered(scheduler, tasks)
+        return await delivered(scheduler, tasks, into=into)
 
 
 def test_spares_are_carried_into_carry_groups_and_counted_once(registered_counter):
@@ -66,7 +68,7 @@ def test_spares_are_carried_into_carry_groups_and_counted_once(registered_counte
             scheduler.notify()
         scheduler.stop()
 
-    seen = asyncio.run(asyncio.wait_for(_alongside(scheduler, TaskSet.generate(ENV, 500), trainer()), timeout=20))
+    seen = asyncio.run(asyncio.wait_for(_alongside(scheduler, TaskSet.generate(ENV, 500), trainer()), timeout=60))
     m = scheduler.metrics
     assert m.accounted and m.errored == 0 and m.carry_buffer == 0
     assert len({id(t) for t in seen}) == len(seen) == m.finished
@@ -90,7 +92,7 @@ def test_spares_are_carried_into_carry_groups_and_counted_once(registered_counte
 
 def test_without_carry_over_nothing_is_carried_or_logged(registered_counter):
     scheduler = _scheduler(VersionClock(), RolloutConfig(concurrency=8, group_size=2, redundancy=2))
-    seen = asyncio.run(asyncio.wait_for(delivered(scheduler, TaskSet.generate(ENV, 3)), timeout=20))
+    seen = asyncio.run(asyncio.wait_for(delivered(scheduler, TaskSet.generate(ENV, 3)), timeout=60))
     m = scheduler.metrics
     assert m.cancelled > 0 and m.carried == 0 and m.accounted and not _carried(seen)
     assert not [k for k in m.log_dict() if "carr" in k]
@@ -106,37 +108,35 @@ def test_the_buffer_bound_cancels_the_excess(registered_counter):
 
     config = RolloutConfig(concurrency=8, group_size=2, redundancy=2, carry_over=True, carry_over_limit=1)
     scheduler = _scheduler(clock, config, step)
-    asyncio.run(asyncio.wait_for(delivered(scheduler, TaskSet.generate(ENV, 4)), timeout=20))
+    asyncio.run(asyncio.wait_for(delivered(scheduler, TaskSet.generate(ENV, 4)), timeout=60))
     m = scheduler.metrics
     assert m.carried > 0 and m.cancelled > 0 and m.accounted
     assert max(buffered) == 1
 
 
-async def _hold_then_bump(scheduler: RolloutScheduler, clock: VersionClock, hold: float, checks: list[tuple[int, int]]) -> None:
+async def _hold_then_bump(scheduler: RolloutScheduler, clock: VersionClock, hold: float, checks: list[tuple[int, int]],
+                          seen: list) -> None:
     """Once something is carried over, keep the version for ``hold`` seconds (noting what is buffered and how many
-    carry groups opened), bump it, and stop the rollout once a carried episode was kept."""
+    carry groups opened), bump it, and stop the rollout once the stream delivered a carried episode into ``seen``."""
     m = scheduler.metrics
-    while not m.carried:
-        await asyncio.sleep(0.005)
+    await until_async(lambda: m.carried, "an episode carried over")
     await asyncio.sleep(hold)
     checks.append((m.carry_buffer, m.carry_groups))
     clock.version += 1
     scheduler.notify()
-    while not m.carried_kept:
-        await asyncio.sleep(0.005)
-    await asyncio.sleep(0.05)  # it reaches the stream
+    await until_async(lambda: _carried(seen), "a carried episode delivered")
     scheduler.stop()
 
 
 def _hold(hold: float, timeouts: Timeouts) -> tuple[RolloutScheduler, list, list[tuple[int, int]]]:
     """A long rollout whose carried-over episodes wait ``hold`` seconds for a new version (the buffer bound leaves
     room to start others, so they never resume for lack of it)."""
-    clock, checks = VersionClock(), []
+    clock, checks, seen = VersionClock(), [], []
     config = RolloutConfig(concurrency=8, group_size=2, redundancy=2, carry_over=True, carry_over_limit=2,
                            timeouts=timeouts)
     scheduler = _scheduler(clock, config)
-    run = _alongside(scheduler, TaskSet.generate(ENV, 500), _hold_then_bump(scheduler, clock, hold, checks))
-    seen = asyncio.run(asyncio.wait_for(run, timeout=20))
+    run = _alongside(scheduler, TaskSet.generate(ENV, 500), _hold_then_bump(scheduler, clock, hold, checks, seen), seen)
+    asyncio.run(asyncio.wait_for(run, timeout=60))
     return scheduler, seen, checks
 
 
@@ -150,11 +150,12 @@ def test_carried_episodes_resume_only_once_the_version_advanced(registered_count
 
 
 def test_a_pause_longer_than_the_episode_limit_is_not_timed_out(registered_counter):
-    scheduler, seen, _ = _hold(0.6, Timeouts(episode=0.4, turn=0.2, tool=0.1))
+    # the limits are some five times what an episode's six turns of 0.03 s take, so that only the pause passes them
+    scheduler, seen, _ = _hold(1.2, Timeouts(episode=1.0, turn=0.5, tool=0.25))
     carried = _carried(seen)
     assert carried and all(t.status != "error" for t in carried) and scheduler.metrics.errored == 0
     longest = max(carried, key=lambda t: t.timings["paused_seconds"])
-    assert longest.timings["paused_seconds"] > 0.4 and longest.status in ("ok", "truncated")
+    assert longest.timings["paused_seconds"] > 1.0 and longest.status in ("ok", "truncated")
     assert scheduler.metrics.accounted
 
 
@@ -165,12 +166,11 @@ def test_stop_discards_what_is_buffered(registered_counter):
     buffered: list[int] = []
 
     async def stop_when_buffered() -> None:
-        while scheduler.metrics.carry_buffer < 2:
-            await asyncio.sleep(0.005)
+        await until_async(lambda: scheduler.metrics.carry_buffer >= 2, "two episodes buffered")
         buffered.append(scheduler.metrics.carry_buffer)
         scheduler.stop()
 
-    asyncio.run(asyncio.wait_for(_alongside(scheduler, TaskSet.generate(ENV, 50), stop_when_buffered()), timeout=10))
+    asyncio.run(asyncio.wait_for(_alongside(scheduler, TaskSet.generate(ENV, 50), stop_when_buffered()), timeout=60))
     m = scheduler.metrics
     assert m.carry_discarded >= buffered[0] >= 2 and m.cancelled >= m.carry_discarded
     assert m.carry_buffer == 0 and m.carried_kept == 0 and m.accounted
@@ -185,7 +185,7 @@ def test_a_carried_episode_older_than_the_staleness_bound_is_dropped(registered_
 
     config = RolloutConfig(group_size=2, redundancy=2, carry_over=True, max_staleness=1)
     scheduler = _scheduler(clock, config, leap)
-    seen = asyncio.run(asyncio.wait_for(delivered(scheduler, TaskSet.generate(ENV, 1)), timeout=20))
+    seen = asyncio.run(asyncio.wait_for(delivered(scheduler, TaskSet.generate(ENV, 1)), timeout=60))
     m = scheduler.metrics
     assert m.carried == 2 and m.carry_groups == 1 and m.carried_kept == 0
     assert m.dropped >= 2 and m.retried >= 2 and m.accounted
