@@ -13,6 +13,7 @@ from agentgym.episode import Timeouts
 from agentgym.policies import TextPolicy
 from agentgym.rollout import RolloutConfig, RolloutScheduler, iterate_rollouts
 from tests.rollout.envs import FlakyEnv, SlowOracle, VersionClock, VersionedPolicy
+from tests.waiting import until_async
 
 
 @pytest.fixture
@@ -84,16 +85,19 @@ def test_samples_of_a_group_differ_and_reruns_repeat(registered_counter):
 
 
 def test_finished_trajectories_stream_at_once_not_in_task_order(registered_counter):
-    class SlowFirst(TextPolicy):
-        name = "slow-first"
+    class FirstTaskLast(TextPolicy):
+        """The oracle, but the first task's episode acts only once the three others have finished."""
+
+        name = "first-task-last"
 
         async def act(self, env, messages, rng):
-            await asyncio.sleep(0.5 if env.np_random_seed == 0 else 0.0)
+            if env.np_random_seed == 0:
+                await until_async(lambda: scheduler.metrics.finished == 3, "the three other episodes finishing")
             return env.oracle_action()
 
     tasks = TaskSet.generate("test/Counter-v0", 4)
-    scheduler = RolloutScheduler("test/Counter-v0", SlowFirst(), RolloutConfig(concurrency=4))
-    seen, _ = asyncio.run(_collect(scheduler, tasks))
+    scheduler = RolloutScheduler("test/Counter-v0", FirstTaskLast(), RolloutConfig(concurrency=4))
+    seen, _ = asyncio.run(asyncio.wait_for(_collect(scheduler, tasks), timeout=60))
     assert [t.task.seed for t in seen][-1] == 0 and len(seen) == 4
 
 
