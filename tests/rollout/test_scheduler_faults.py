@@ -6,9 +6,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import threading
-import time
 import warnings
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -19,6 +18,7 @@ from agentgym.policies import OraclePolicy, TextPolicy
 from agentgym.rollout import RolloutConfig, RolloutScheduler, iterate_rollouts
 from tests.conftest import CounterEnv
 from tests.rollout.streams import delivered
+from tests.waiting import until
 
 ENV_ID = "test/Counter-v0"
 
@@ -151,7 +151,7 @@ def test_a_close_that_hangs_is_given_up_after_the_episode_time_limit(registered_
     monkeypatch.setattr(CounterEnv, "aclose", aclose)
     config = RolloutConfig(concurrency=4, timeouts=Timeouts(episode=0.5, turn=0.5, tool=0.5))
     scheduler = RolloutScheduler(ENV_ID, OraclePolicy(), config)
-    seen = asyncio.run(asyncio.wait_for(delivered(scheduler, TaskSet.generate(ENV_ID, 4)), timeout=10))
+    seen = asyncio.run(asyncio.wait_for(delivered(scheduler, TaskSet.generate(ENV_ID, 4)), timeout=60))
     assert len(seen) == 4 and all(t.status == "ok" for t in seen)
     assert scheduler.metrics.close_errors == scheduler.runner.runners[ENV_ID].created
 
@@ -207,9 +207,12 @@ def test_stopping_closes_every_group_that_was_handed_out(registered_counter):
 
 
 class StuckPinnedEnv(Env):
-    """Runs its hooks on a thread of its own; the tool of the episode with seed 0 is stuck for 2 s."""
+    """Runs its hooks on a thread of its own; the tool of the episode with seed 0 is stuck until :attr:`released`
+    is set (at most 60 s), and notes in :attr:`freed` whether it was."""
 
     execution = "pinned"
+    released: ClassVar[threading.Event]
+    freed: ClassVar[list[bool]]
 
     def setup(self, difficulty: str, options: dict[str, Any]) -> list[Message]:
         return [Message(role="user", content="Call go.")]
@@ -217,7 +220,8 @@ class StuckPinnedEnv(Env):
     @tool
     def go(self) -> str:
         """Do the work."""
-        time.sleep(2.0 if self.np_random_seed == 0 else 0.0)
+        if self.np_random_seed == 0:
+            self.freed.append(self.released.wait(timeout=60))
         self.finish(success=True)
         return "done"
 
@@ -226,9 +230,12 @@ class StuckPinnedEnv(Env):
 
 
 @pytest.fixture
-def stuck_pinned():
+def stuck_pinned(monkeypatch):
+    monkeypatch.setattr(StuckPinnedEnv, "released", threading.Event(), raising=False)
+    monkeypatch.setattr(StuckPinnedEnv, "freed", [], raising=False)
     spec = agentgym.register("test/StuckPinned-v0", "tests.rollout.test_scheduler_faults:StuckPinnedEnv")
     yield spec.id
+    StuckPinnedEnv.released.set()
     from agentgym import registration
 
     registration._registry.pop(spec.id, None)
@@ -236,26 +243,14 @@ def stuck_pinned():
 
 def test_closing_an_environment_whose_step_is_stuck_never_blocks_the_event_loop(stuck_pinned):
     """The stuck episode times out; closing its environment must not wait on its thread, on the loop that
-    every other episode's timers run on."""
+    every other episode's timers run on: the rollout ends while the step is still stuck, released only after it."""
     config = RolloutConfig(concurrency=4, max_retries=0, timeouts=Timeouts(episode=5, turn=0.5, tool=0.3))
     scheduler = RolloutScheduler(stuck_pinned, OraclePolicy(), config)
-    lags = []
-
-    async def main() -> list:
-        async def watch() -> None:
-            while True:
-                before = time.perf_counter()
-                await asyncio.sleep(0.02)
-                lags.append(time.perf_counter() - before - 0.02)
-
-        watcher = asyncio.create_task(watch())
-        seen = await delivered(scheduler, TaskSet.generate(stuck_pinned, 4))
-        watcher.cancel()
-        return seen
-
-    seen = asyncio.run(asyncio.wait_for(main(), timeout=30))
+    seen = asyncio.run(asyncio.wait_for(delivered(scheduler, TaskSet.generate(stuck_pinned, 4)), timeout=60))
+    StuckPinnedEnv.released.set()
+    until(lambda: StuckPinnedEnv.freed, "the stuck step returning")
     assert sorted(t.info.get("error_cause", t.status) for t in seen) == ["ok", "ok", "ok", "timeout:tool"]
-    assert max(lags) < 0.5
+    assert StuckPinnedEnv.freed == [True], "the rollout waited for the stuck step's thread (it ran out its 60 s)"
 
 
 class SecondEpisodeOfFirstTaskFails(TextPolicy):
