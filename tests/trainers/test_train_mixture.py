@@ -64,10 +64,8 @@ def test_dynamic_sampling_gives_up_within_its_bound_when_no_group_has_signal(tin
     data = _config(tmp_path / "run", tiny_model_dir, eval={"episodes": 0},
                    algorithm={"dynamic_sampling": True, "dynamic_sampling_draws": 2})
     data["env"] = {"id": LEVELS_ID, "difficulties": ["easy"]}  # every episode succeeds: no group has signal
-    started = time.perf_counter()
     with pytest.raises(AgentGymError, match=r"dynamic sampling gave up after 8 groups .* mean reward was 1\.00"):
-        _train(data)
-    assert time.perf_counter() - started < 60
+        _train(data)  # its bound: dynamic_sampling_draws (2) x groups_per_step (4) groups, not a time
 
 
 def test_a_curriculum_survives_kill_9_and_resume(tiny_model_dir, tmp_path, agentgym_process):
