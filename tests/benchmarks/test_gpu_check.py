@@ -11,7 +11,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -36,14 +35,11 @@ def gpu():
     del sys.modules[spec.name]
 
 
-def _skips_at_once(argv: list[str], env: dict[str, str], cwd: Path) -> str:
-    started = time.perf_counter()
+def _skips(argv: list[str], env: dict[str, str], cwd: Path) -> None:
     done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=60)
-    seconds = time.perf_counter() - started
     assert done.returncode == SKIPPED, done.stdout + done.stderr
     assert done.stdout.startswith("gpu_check: skipped, no GPU: ") and done.stdout.count("\n") == 1, done.stdout
     assert done.stderr == ""
-    return f"{seconds:.2f}"
 
 
 @pytest.mark.parametrize("without", ["cuda_visible_devices", "failing_nvidia_smi", "no_nvidia_smi"])
@@ -63,8 +59,7 @@ def test_without_a_gpu_the_script_says_so_in_one_line_before_installing_anything
         env["PATH"] = f"{fake.parent}{os.pathsep}{env['PATH']}"
     elif shutil.which("nvidia-smi") is not None:
         pytest.skip("nvidia-smi is installed here")
-    seconds = _skips_at_once(["bash", "scripts/gpu_check.sh"], env, tmp_path)
-    assert float(seconds) < 2, f"took {seconds} s"
+    _skips(["bash", "scripts/gpu_check.sh"], env, tmp_path)  # at once: 77, not setup.sh's failure
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["scripts", *(["bin"] if (tmp_path / "bin").exists()
                                                                              else [])])
 
@@ -72,7 +67,7 @@ def test_without_a_gpu_the_script_says_so_in_one_line_before_installing_anything
 def test_in_place_without_a_gpu_nothing_is_written(tmp_path):
     out = tmp_path / "gpu.json"
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    _skips_at_once(["bash", str(SCRIPT), "--out", str(out)], env, ROOT)
+    _skips(["bash", str(SCRIPT), "--out", str(out)], env, ROOT)
     assert not out.exists()
 
 
@@ -93,7 +88,7 @@ def test_help_says_what_runs_and_the_exit_statuses_without_looking_for_a_gpu():
 
 def test_the_driver_skips_with_77_where_torch_sees_no_gpu(tmp_path):
     out = tmp_path / "gpu.json"
-    _skips_at_once([sys.executable, str(DRIVER), "--out", str(out)], {**os.environ, "CUDA_VISIBLE_DEVICES": ""}, ROOT)
+    _skips([sys.executable, str(DRIVER), "--out", str(out)], {**os.environ, "CUDA_VISIBLE_DEVICES": ""}, ROOT)
     assert not out.exists()
 
 
@@ -130,14 +125,13 @@ def test_each_check_is_recorded_and_one_that_fails_fails_the_run(gpu, tmp_path, 
         gpu.Check("hangs", 1, "outlives its budget", lambda f: [python, "-c", "import time; time.sleep(60)"]),
         real["fsdp"],
     ]
-    started = time.perf_counter()
     results = gpu.run_all(selected, tmp_path)
-    assert time.perf_counter() - started < 50  # the one that hangs was stopped at its budget
     assert list(results) == ["passes", "raises", "hangs", "fsdp"]
     assert results["passes"]["passed"] and results["passes"]["figures"] == {"tokens_per_second": 12.5}
     assert results["passes"]["error"] is None and results["passes"]["torch_peak_allocated_gib"] == 1.5
     assert not results["raises"]["passed"] and results["raises"]["error"] == "exit status 1: boom: no luck"
     assert not results["hangs"]["passed"] and results["hangs"]["error"] == "stopped at its budget of 1 s"
+    assert results["hangs"]["seconds"] >= 1  # not before its budget
     assert not results["fsdp"]["passed"] and "sees no CUDA device" in results["fsdp"]["error"]
     assert "FAILED" in capsys.readouterr().err
     assert gpu.exit_code(results) == 1 and gpu.exit_code({"passes": results["passes"]}) == 0 and gpu.exit_code({}) == 1
