@@ -5,11 +5,11 @@ from __future__ import annotations
 import io
 import re
 import threading
-import time
 
 from rich.console import Console
 
 from agentgym.progress import LiveProgress
+from tests.waiting import until
 
 
 def plain() -> tuple[Console, io.StringIO]:
@@ -50,9 +50,7 @@ def test_lines_come_at_most_every_few_seconds_but_always_when_flushed_and_at_the
 def test_a_heartbeat_line_breaks_a_long_silence_and_its_thread_ends_with_the_progress():
     console, printed = plain()
     with LiveProgress("eval", 2, console=console, status="playing", heartbeat=0.1):
-        deadline = time.monotonic() + 10
-        while len(lines(printed)) < 3 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        until(lambda: len(lines(printed)) >= 3, "two heartbeat lines")
         assert "agentgym-progress" in [t.name for t in threading.enumerate()]
     assert lines(printed)[:3] == ["eval 0/2  playing"] + ["eval 0/2  still running"] * 2
     assert "agentgym-progress" not in [t.name for t in threading.enumerate()]
