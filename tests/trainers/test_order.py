@@ -12,19 +12,26 @@ from agentgym import TaskSet
 from agentgym.policies import TextPolicy
 from agentgym.rollout import RolloutConfig, RolloutScheduler
 from agentgym.trainers.loop import _closed
+from tests.waiting import until_async
 
 SLOW, FAILING = 5, {1, 6}
 
 
 class SlowOrFailing(TextPolicy):
-    """The oracle, slow on the task of seed ``SLOW`` and failing (an infrastructure error) on ``FAILING``."""
+    """The oracle, failing (an infrastructure error) on the tasks of ``FAILING``, and acting on the task of seed
+    ``SLOW`` only once ``others`` groups have closed (as :meth:`closed` counts them)."""
 
     name = "slow-or-failing"
+
+    def __init__(self, others: int) -> None:
+        self.others = others
+        self.closed: list[int] = []
 
     async def act(self, env, messages, rng):
         if env.np_random_seed in FAILING:
             raise ConnectionError("the inference server went away")
-        await asyncio.sleep(0.3 if env.np_random_seed == SLOW else 0.0)
+        if env.np_random_seed == SLOW:
+            await until_async(lambda: len(self.closed) >= self.others, "the other groups closing")
         return env.oracle_action()
 
 
@@ -32,10 +39,10 @@ class SlowOrFailing(TextPolicy):
 def test_groups_come_with_their_positions_failed_ones_marked(registered_counter, in_order):
     handed_out = [SLOW, 1, 0, 4, 6]  # pending positions first, say, then new ones
     tasks = [TaskSet.generate("test/Counter-v0", 1, start=position)[0] for position in handed_out]
-    finished: list[int] = []
+    policy = SlowOrFailing(others=len(handed_out) - 1)
+    finished = policy.closed
     config = RolloutConfig(concurrency=10, group_size=2, max_retries=0)
-    scheduler = RolloutScheduler("test/Counter-v0", SlowOrFailing(), config,
-                                 on_group=lambda group: finished.append(group.index))
+    scheduler = RolloutScheduler("test/Counter-v0", policy, config, on_group=lambda group: finished.append(group.index))
 
     async def run() -> list[tuple[int, list[int] | None]]:
         async with asyncio.TaskGroup() as group:
@@ -44,7 +51,7 @@ def test_groups_come_with_their_positions_failed_ones_marked(registered_counter,
             return [(position, None if members is None else [t.task.seed for t in members])
                     async for position, members, _ in _closed(scheduler.stream, order, in_order=in_order)]
 
-    closed = asyncio.run(asyncio.wait_for(run(), timeout=30))
+    closed = asyncio.run(asyncio.wait_for(run(), timeout=60))
     assert finished[-1] == SLOW  # the first handed out finished last...
     expected = [(SLOW, [SLOW, SLOW]), (1, None), (0, [0, 0]), (4, [4, 4]), (6, None)]
     if in_order:
