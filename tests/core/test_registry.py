@@ -53,11 +53,16 @@ def test_unknown_ids_suggest_the_closest():
 
 
 def test_module_prefix_imports_the_module_first():
-    assert "tests.fixtures_registering" not in sys.modules
-    env = agentgym.make("tests.fixtures_registering:test/Imported-v0")
-    assert type(env).__name__ == "CounterEnv"
-    env.close()
-    registration._registry.pop("test/Imported-v0")
+    assert "tests.fixtures_registering" not in sys.modules  # no other test imports it in this process
+    registered = set(registration._registry)
+    try:
+        env = agentgym.make("tests.fixtures_registering:test/Imported-v0")
+        assert type(env).__name__ == "CounterEnv"
+        env.close()
+    finally:  # as before the import: the next test to name the module imports it again, registering its ids
+        for env_id in set(registration._registry) - registered:
+            registration._registry.pop(env_id)
+        sys.modules.pop("tests.fixtures_registering", None)
 
 
 def test_a_family_of_ids_found_on_demand_resolves_through_its_hook(monkeypatch):
