@@ -8,13 +8,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import psutil
 import pytest
 
 from agentgym.envs.web.browser import Browser, release_browser, retain_browser
 from agentgym.envs.web.orphans import BROWSER_SWITCH, OWNER_SWITCH, kill_browser, reap_browsers
+from tests.waiting import until
 
 pytestmark = pytest.mark.browser
 
@@ -42,11 +42,10 @@ def _running(browser_id: str) -> list[psutil.Process]:
     return found
 
 
-def _gone(browser_id: str, within: float = 5.0) -> bool:
-    deadline = time.monotonic() + within
-    while _running(browser_id) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return not _running(browser_id)
+def _wait_gone(browser_id: str) -> None:
+    """Wait until the Chromium of ``browser_id`` is gone (up to 60 s: a kill lands at once, the process's end may
+    not on a busy machine)."""
+    until(lambda: not _running(browser_id), f"the Chromium of {browser_id} gone")
 
 
 def _orphan() -> str:
@@ -75,7 +74,7 @@ def test_reaping_kills_a_chromium_whose_launcher_died_and_leaves_a_live_ones_bro
             orphan = _orphan()
             try:
                 assert reap_browsers() >= 1
-                assert _gone(orphan)
+                _wait_gone(orphan)
                 assert _running(browser.id), "the browser of a live process was reaped"
             finally:
                 kill_browser(orphan)
@@ -92,7 +91,7 @@ def test_the_first_launch_in_a_process_reaps_what_a_dead_one_left():
                                     start_new_session=True)
         try:
             assert launcher.stdout.readline().strip()
-            assert _gone(orphan)
+            _wait_gone(orphan)
         finally:
             os.killpg(launcher.pid, signal.SIGKILL)
             launcher.wait()
@@ -107,7 +106,8 @@ def test_kill_browser_takes_only_the_browser_it_names():
             await first.open_page()
             await second.open_page()
             assert kill_browser(second.id) == 1
-            assert _gone(second.id) and _running(first.id)
+            _wait_gone(second.id)
+            assert _running(first.id)
         finally:
             await first.close()
             await second.close()
