@@ -1,7 +1,8 @@
 """The ``agentgym`` command line: list, inspect, play, check and evaluate environments, compare evaluations.
 
 Bad arguments exit with status 2 and a one-line reason; a failed check exits with status 1; an evaluation
-that scored no episode exits with status 3.
+that scored no episode exits with status 3. SIGTERM and SIGHUP stop every command as Ctrl-C does, closing what it
+opened, with status 128 + the signal's number (Ctrl-C: 130); see :mod:`agentgym.lifetime`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from rich.text import Text
 from agentgym.check_pool import CheckOutcome, check_envs, usable_cores
 from agentgym.checker import CHECKS
 from agentgym.errors import AgentGymError, RegistrationError
+from agentgym.lifetime import command_process
 from agentgym.messages import Message
 from agentgym.models.cli import model
 from agentgym.progress import LiveProgress
@@ -281,8 +283,9 @@ cli.add_command(serve_command)
 
 def main() -> None:
     """Console-script entry point."""
-    try:
-        cli.main(prog_name="agentgym")
-    except AgentGymError as exc:
-        click.echo(f"agentgym: error: {exc}", err=True)
-        sys.exit(1)
+    with command_process():
+        try:
+            cli.main(prog_name="agentgym")
+        except AgentGymError as exc:
+            click.echo(f"agentgym: error: {exc}", err=True)
+            sys.exit(1)

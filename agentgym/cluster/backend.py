@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentgym.cluster.config import RayConfig
 from agentgym.errors import AgentGymError
+from agentgym.lifetime import stop_handlers_kept
 from agentgym.policies import Policy
 from agentgym.registration import spec
 
@@ -104,7 +105,12 @@ def connect(address: str | None) -> bool:
     # "local": a Ray of this run's own, even where another runs here or its address file outlived it
     where = {"address": address} if address else {"address": "local", "resources": local_labels(),
                                                   "include_dashboard": False}
-    ray.init(**where, logging_level=logging.WARNING, runtime_env={"env_vars": worker_env()})
+    try:
+        with stop_handlers_kept():  # SIGTERM stops the command as Ctrl-C does (ray.init puts sys.exit on it)
+            ray.init(**where, logging_level=logging.WARNING, runtime_env={"env_vars": worker_env()})
+    except BaseException:
+        ray.shutdown()  # a start cut short (Ctrl-C, SIGTERM) leaves none of Ray's processes behind
+        raise
     return True
 
 

@@ -45,7 +45,7 @@ def view_command(run_dirs: tuple[Path, ...], port: int, host: str) -> None:
         server.run(sockets=[listener])
     finally:
         listener.close()
-    if server.should_exit:  # stopped by Ctrl-C or SIGTERM, however uvicorn passed the signal on
+    if server.should_exit:  # stopped by a signal, however uvicorn passed it on (SIGTERM, SIGHUP: 128 + theirs)
         raise SystemExit(130)
 
 
