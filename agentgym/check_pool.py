@@ -5,6 +5,10 @@ Processes, not threads: a check is synchronous and mostly Python, so threads wou
 Gymnasium's checker records warnings through process-wide state; adapted games seed Python's global ``random``
 (TextArena), which two checks at once in one process would draw from in turn and so fail determinism; and an
 environment that takes its process down takes only its worker with it.
+
+Workers end with the command: interrupted (Ctrl-C, SIGTERM), :func:`check_envs` stops each worker, which unwinds
+its check and so closes the environment's sandboxes and browser; and a worker whose parent died gets SIGTERM from
+the kernel and does the same (:mod:`agentgym.lifetime`).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from dataclasses import dataclass
 
 from agentgym.checker import chosen_checks, run_checks
 from agentgym.errors import EnvCheckError
+from agentgym.lifetime import run_in_worker, worker_init
 from agentgym.registration import EnvSpec, make
 
 HEAVY_TAGS = ("browser", "sandbox")
@@ -26,6 +31,8 @@ HEAVY_TAGS = ("browser", "sandbox")
 HEAVY_CHECK_BYTES = 1 << 30
 """The memory one check of a :data:`HEAVY_TAGS` environment may take with what it runs (a Chromium and its
 Playwright driver take about 0.5 GiB)."""
+STOP_GRACE = 20.0
+"""Seconds a worker told to stop has to close its environment before it is killed."""
 
 
 @dataclass(frozen=True)
@@ -121,7 +128,7 @@ def check_envs(specs: Sequence[EnvSpec], *, episodes: int, concurrency: int, onl
         while waiting or running:
             for index in _startable(specs, waiting, list(running.values()), alone, concurrency, limits):
                 waiting.remove(index)
-                running[pool.submit(check_one, specs[index], episodes, only)] = index
+                running[pool.submit(run_in_worker, check_one, specs[index], episodes, only)] = index
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             if any(isinstance(future.exception(), BrokenProcessPool) for future in done):
                 done, _ = wait(running)  # the pool fails every check it was running: take them all, start afresh
@@ -142,6 +149,9 @@ def check_envs(specs: Sequence[EnvSpec], *, episodes: int, concurrency: int, onl
                     on_outcome(outcome)
             alone.update(again)
             waiting[:0] = again
+    except BaseException:  # interrupted, or on_outcome failed: the checks running end now, not when they finish
+        _stop(pool)
+        raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     return [outcomes[index] for index in range(len(specs))]
@@ -167,5 +177,20 @@ def _startable(specs: Sequence[EnvSpec], waiting: list[int], running: list[int],
 
 def _pool(workers: int) -> ProcessPoolExecutor:
     """Worker processes started fresh (``spawn``): this process already runs threads, which ``fork`` would copy
-    in whatever state they are."""
-    return ProcessPoolExecutor(max_workers=max(1, workers), mp_context=multiprocessing.get_context("spawn"))
+    in whatever state they are; each ends when this process does (:func:`~agentgym.lifetime.worker_init`)."""
+    return ProcessPoolExecutor(max_workers=max(1, workers), mp_context=multiprocessing.get_context("spawn"),
+                               initializer=worker_init, initargs=(os.getpid(),))
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """End the pool's workers now: each gets SIGTERM, unwinds the check it runs (closing its environment) and
+    exits; one still there after :data:`STOP_GRACE` is killed."""
+    workers = list(pool._processes.values())  # as ProcessPoolExecutor.terminate_workers (Python 3.14) finds them
+    for worker in workers:
+        worker.terminate()
+    deadline = time.monotonic() + STOP_GRACE
+    for worker in workers:
+        worker.join(max(0.0, deadline - time.monotonic()))
+        if worker.is_alive():
+            worker.kill()
+            worker.join()
