@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import abc
 import base64
-import os
-import socket
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,13 +18,15 @@ from typing import Literal, Self, overload
 from pydantic import Field, field_validator
 
 from agentgym.config import Config
+from agentgym.lifetime import command_label, process_alive, process_label
 from agentgym.sandboxes.errors import SandboxClosed, SandboxDied, SandboxError
 from agentgym.sandboxes.process import SandboxProcess
 
 LABEL = "org.agentgym.sandbox"
 """Set on everything a backend creates (value ``1``), so :func:`agentgym.sandboxes.reap` finds it."""
 OWNER_LABEL = "org.agentgym.owner"
-"""``host:pid:start`` of the process that created it; a dead owner makes it an orphan."""
+"""The processes it belongs to (:func:`owner`): the one that created it and the agentgym command that one runs
+under; either dead makes it an orphan."""
 MiB = 1 << 20
 
 
@@ -288,23 +288,14 @@ def timed_argv(argv: list[str], timeout: float) -> list[str]:
 
 
 def owner() -> str:
-    """This process as an owner label: ``host:pid:start``, where ``start`` tells a reused pid apart."""
-    return f"{socket.gethostname()}:{os.getpid()}:{_start_time(os.getpid())}"
+    """This process as an owner label: its :func:`~agentgym.lifetime.process_label` (``host:pid:start``), then,
+    after a comma, that of the agentgym command it runs under where that is another process (a worker of
+    ``agentgym check``, a Ray worker of the command's local Ray)."""
+    me, command = process_label(), command_label()
+    return me if command in (None, me) else f"{me},{command}"
 
 
 def owner_alive(label: str) -> bool:
-    """Whether the process named by an :func:`owner` label still runs; one on another host counts as alive."""
-    host, _, rest = label.partition(":")
-    pid, _, start = rest.partition(":")
-    if host != socket.gethostname():
-        return True
-    try:
-        return _start_time(int(pid)) == start
-    except (ValueError, OSError):
-        return False
-
-
-def _start_time(pid: int) -> str:
-    """The process's start time in clock ticks since boot (field 22 of ``/proc/PID/stat``)."""
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rpartition(")")[2].split()[19]
+    """Whether every process an :func:`owner` label names still runs: what a worker made is an orphan once the
+    worker or its command is gone, since a worker left running by a dead command serves nobody."""
+    return all(process_alive(part) for part in label.split(","))
