@@ -8,12 +8,14 @@ reads and writes them the same way, with the sandbox's own view of paths and per
 from __future__ import annotations
 
 import abc
+import asyncio
 import base64
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Literal, Self, overload
+from typing import Literal, Self, TypeVar, overload
 
 from pydantic import Field, field_validator
 
@@ -28,6 +30,9 @@ OWNER_LABEL = "org.agentgym.owner"
 """The processes it belongs to (:func:`owner`): the one that created it and the agentgym command that one runs
 under; either dead makes it an orphan."""
 MiB = 1 << 20
+_S = TypeVar("_S")
+_MAKERS = ThreadPoolExecutor(thread_name_prefix="agentgym-sandbox-make")
+"""Where :func:`made_in_thread` runs a backend's blocking start; its threads finish before the interpreter exits."""
 
 
 class SandboxSpec(Config):
@@ -299,3 +304,19 @@ def owner_alive(label: str) -> bool:
     """Whether every process an :func:`owner` label names still runs: what a worker made is an orphan once the
     worker or its command is gone, since a worker left running by a dead command serves nobody."""
     return all(process_alive(part) for part in label.split(","))
+
+
+async def made_in_thread(make: Callable[[], _S], discard: Callable[[_S], None]) -> _S:
+    """What ``make()`` returns, made in a thread. Cancelled meanwhile (an interrupted command, a timeout), what it
+    makes is discarded there as soon as it exists, so that nothing made for a caller that left is left behind."""
+    making = _MAKERS.submit(make)
+    try:
+        return await asyncio.wrap_future(making)
+    except asyncio.CancelledError:
+        making.add_done_callback(lambda made: _discard(made, discard))
+        raise
+
+
+def _discard(made: Future[_S], discard: Callable[[_S], None]) -> None:
+    if not made.cancelled() and made.exception() is None:
+        discard(made.result())

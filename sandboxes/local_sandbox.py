@@ -43,6 +43,7 @@ from agentgym.sandboxes.base import (
     RawResult,
     Sandbox,
     SandboxSpec,
+    made_in_thread,
     owner,
     owner_alive,
     timed_argv,
@@ -152,10 +153,16 @@ class LocalSandbox(Sandbox):
         environment = {"PATH": PATH, "HOME": self.spec.workdir, "LANG": "C.UTF-8", **env}
         command = [*self._bwrap, "--chdir", cwd, "--clearenv",
                    *(arg for item in environment.items() for arg in ("--setenv", *item)), "--", *argv]
+        starting = asyncio.ensure_future(asyncio.create_subprocess_exec(  # bwrap is pid 1 inside: no host environment
+            *command, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env={}, preexec_fn=self._enter, start_new_session=True))
         try:
-            return await asyncio.create_subprocess_exec(  # bwrap is pid 1 inside: no host environment
-                *command, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, env={}, preexec_fn=self._enter, start_new_session=True)
+            return await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            # asyncio's own kill of a start cut short takes the outer bwrap only, and then waits for the pipes
+            # that the command, left running, holds: kill the namespace once the start is done instead
+            starting.add_done_callback(_kill_started)
+            raise
         except OSError as exc:
             if exc.errno == errno.E2BIG:
                 raise
@@ -231,9 +238,10 @@ class LocalProcess(SandboxProcess):
 
 
 async def create(spec: SandboxSpec) -> LocalSandbox:
-    """A new local sandbox for ``spec``. Raises :class:`SandboxUnavailable` without bubblewrap or root."""
+    """A new local sandbox for ``spec``. Raises :class:`SandboxUnavailable` without bubblewrap or root. Cancelled
+    while it is being made, the sandbox is destroyed as soon as it exists."""
     await asyncio.to_thread(check, spec)
-    return await asyncio.to_thread(_make, spec)
+    return await made_in_thread(functools.partial(_make, spec), lambda sandbox: _destroy(sandbox.id))
 
 
 def live() -> list[str]:
@@ -371,6 +379,14 @@ def _kill_namespace(proc: asyncio.subprocess.Process) -> None:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             proc.kill()
+
+
+def _kill_started(starting: asyncio.Future[asyncio.subprocess.Process]) -> None:
+    """Kill the command whose start nobody waits for any more, and close its pipes."""
+    if not starting.cancelled() and starting.exception() is None:
+        proc = starting.result()
+        _kill_namespace(proc)
+        proc._transport.close()  # type: ignore[attr-defined]  # asyncio keeps it private
 
 
 def _wait_stopped(pid: int, timeout: float = 1.0) -> None:
