@@ -185,7 +185,8 @@ def _pool(workers: int) -> ProcessPoolExecutor:
 def _stop(pool: ProcessPoolExecutor) -> None:
     """End the pool's workers now: each gets SIGTERM, unwinds the check it runs (closing its environment) and
     exits; one still there after :data:`STOP_GRACE` is killed."""
-    workers = list(pool._processes.values())  # as ProcessPoolExecutor.terminate_workers (Python 3.14) finds them
+    # as ProcessPoolExecutor.terminate_workers (Python 3.14) finds them; none once the pool was shut down
+    workers = list((pool._processes or {}).values())
     for worker in workers:
         worker.terminate()
     deadline = time.monotonic() + STOP_GRACE
