@@ -1,4 +1,4 @@
-"""``agentgym sft CONFIG.yaml [a.b=value ...]``: the SFT warm start from the command line."""
+"""``agentgym sft CONFIG [a.b=value ...]`` (a YAML file or a bundled config's name): the SFT warm start."""
 
 from __future__ import annotations
 
@@ -8,14 +8,18 @@ import click
 from rich.console import Console
 
 from agentgym.config import config_or_exit
+from agentgym.trainers.bundled_configs import ConfigArgument
 from agentgym.trainers.sft_config import SFTRunConfig
 
 
 @click.command("sft")
-@click.argument("config_path", metavar="CONFIG.yaml", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("config_path", metavar="CONFIG", type=ConfigArgument(sft=True))
 @click.argument("overrides", nargs=-1, metavar="[KEY=VALUE]...")
 def sft_command(config_path: Path, overrides: tuple[str, ...]) -> None:
-    """Warm-start a local model on oracle demonstrations (TRL's SFTTrainer, loss on agent tokens only)."""
+    """Warm-start a local model on oracle demonstrations (TRL's SFTTrainer, loss on agent tokens only).
+
+    CONFIG is a YAML file or the name of a bundled config, e.g. sft-quickstart (an unknown name lists them).
+    """
     config = config_or_exit(SFTRunConfig, config_path, overrides)
     from agentgym.trainers.sft import run_sft  # torch, transformers and trl load only when a run starts
 
