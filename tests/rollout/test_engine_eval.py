@@ -22,8 +22,10 @@ def agentgym(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_eval_runs_a_fresh_tiny_model_through_the_async_rollout(tiny_model_dir, tmp_path):
+    # four turns an episode, not FrozenLake's 22 that an untrained model plays out: 4x less CPU for the same path
     done = agentgym("eval", "games/FrozenLake-v0", "--engine", "torch", "--model", str(tiny_model_dir),
-                    "--episodes", "4", "--max-tokens", "8", "--concurrency", "4", "--out", str(tmp_path), "--json")
+                    "--episodes", "4", "--max-tokens", "8", "--concurrency", "4", "--env-arg", "max_turns=4",
+                    "--out", str(tmp_path), "--json")
     assert done.returncode == 0, done.stderr
     scores = json.loads(done.stdout.strip().splitlines()[-1])
     assert scores["episodes"] == 4 and scores["infra_errors"] == 0 and scores["mean_tokens"] > 0
