@@ -27,6 +27,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 import gymnasium
 import numpy as np
 
+from agentgym import sync_loop
 from agentgym.errors import EpisodeTimeout, ResetNeeded, ToolError
 from agentgym.messages import ContentPart, Message, ToolCall
 from agentgym.parsers import ToolCallParser, get_parser
@@ -265,7 +266,7 @@ class Env(gymnasium.Env[list[Message], str]):
         running on the environment's own thread (one that outlived its time limit) is not waited for,
         as the rollout closes on its event loop: the thread ends when the call returns."""
         if self._runner is not None:
-            self._runner.close()
+            _beside_any_loop(self._runner.close)
             self._runner = None
         if self._pinned is not None:
             self._pinned.shutdown(wait=False, cancel_futures=True)
@@ -355,17 +356,15 @@ class Env(gymnasium.Env[list[Message], str]):
         return not _is_async(getattr(fn, "__func__", fn))
 
     def _run_sync(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        """Drive a coroutine to completion for the synchronous API, also from inside a running loop."""
-        if self._runner is None:
-            self._runner = asyncio.Runner()
+        """Drive a coroutine to completion for the synchronous API, also from inside a running loop: an ``inline``
+        environment's on the loop all of them share (:mod:`agentgym.sync_loop`), any other's on a loop of its
+        own, so that a hook blocking its thread holds up no other environment."""
         self._in_sync_call = True
         try:
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:
-                return self._runner.run(coroutine)
-            with ThreadPoolExecutor(max_workers=1) as pool:
-                return pool.submit(self._runner.run, coroutine).result()
+            if self.execution == "inline" and not sync_loop.on_it():
+                return sync_loop.run(coroutine)
+            runner = self._runner = self._runner or asyncio.Runner()
+            return _beside_any_loop(lambda: runner.run(coroutine))
         finally:
             self._in_sync_call = False
 
@@ -380,3 +379,14 @@ class Env(gymnasium.Env[list[Message], str]):
     def _check_difficulty(self, difficulty: str) -> None:
         if difficulty not in self.difficulties:
             raise ValueError(f"unknown difficulty {difficulty!r}; choose one of: {', '.join(self.difficulties)}")
+
+
+def _beside_any_loop(function: Callable[[], T]) -> T:
+    """``function()`` on this thread, or on a thread of its own when an event loop runs on this one (which
+    would refuse to start or close another loop)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return function()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(function).result()
