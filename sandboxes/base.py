@@ -51,10 +51,11 @@ class SandboxSpec(Config):
     workdir: str = "/work"
     """The writable working directory (everything else is read-only)."""
     disk_mb: int | None = Field(1024, ge=16)
-    """MiB the work dir and ``/tmp`` hold together, ``None`` for no limit; past it a write fails with ENOSPC.
-    The ``local`` backend enforces it; where it cannot, a value set here is refused and the default is dropped
-    with a warning. The ``docker`` backend's disks are in memory: it adds ``disk_mb`` to the memory limit, and
-    with ``None`` they take from ``memory_mb`` (filling them can then get the sandbox killed)."""
+    """MiB the work dir and ``/tmp`` hold together, on a disk of the sandbox's own that takes none of
+    ``memory_mb``; past it a write fails with ENOSPC. Where no disk can be mounted, a value set here is refused and
+    the default is dropped with a warning. ``None``: no disk of its own; the ``local`` backend then has no limit,
+    the ``docker`` one keeps the files in memory, taking from ``memory_mb`` (filling them can get the sandbox
+    killed)."""
     output_limit: int = Field(1 * MiB, ge=1024)
     """Bytes kept of each of stdout and stderr per command; the rest is discarded as it arrives."""
     file_limit: int = Field(16 * MiB, ge=1024)
@@ -171,9 +172,11 @@ class Sandbox(abc.ABC):
     async def spawn(self, cmd: str | Sequence[str], *, env: Mapping[str, str] | None = None,
                     cwd: str | None = None) -> SandboxProcess:
         """Start ``cmd`` (as :meth:`exec` takes it) and leave it running with its stdin and stdout open, for a
-        program spoken to over pipes (an MCP server on stdio). It has no time limit: it runs until it exits,
-        is killed (:meth:`SandboxProcess.kill`) or the sandbox closes. Raises :class:`SandboxDied` when it
-        cannot be started, :class:`SandboxClosed` after :meth:`close`."""
+        program spoken to over pipes (an MCP server on stdio). It runs as a service: as another user than the
+        commands (uid 1001 inside), in their group, so that it shares the work dir's files with them but no
+        command can signal it. It has no time limit: it runs until it exits, is killed
+        (:meth:`SandboxProcess.kill`) or the sandbox closes. Raises :class:`SandboxDied` when it cannot be
+        started, :class:`SandboxClosed` after :meth:`close`."""
         if self.closed:
             raise SandboxClosed(f"sandbox {self.id} is closed")
         return await self._spawn(_argv(cmd), env=dict(env or {}), cwd=self._path(cwd or "."))

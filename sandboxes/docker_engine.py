@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import struct
 import subprocess
 import tempfile
 import threading
@@ -112,6 +113,29 @@ def ping(docker_client: docker.DockerClient) -> None:
     adapter = docker_client.api.get_adapter(docker_client.api.base_url)
     _check_socket(getattr(adapter, "socket_path", None))
     docker_client.ping()
+
+
+def engine_mount_refusal() -> str | None:
+    """Why a folder mounted on this host would not be seen by the engine's containers (``None`` when it would): the
+    engine must listen on a unix socket of this host and run in this process's mount namespace. The process at the
+    socket's other end is asked for by the socket's peer credentials."""
+    address = _docker_host()
+    if not address.startswith("http+unix://"):
+        return f"the Docker engine at {address} is not on this host"
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.settimeout(PROBE_TIMEOUT)
+            probe.connect(address.removeprefix("http+unix://"))
+            pid, _, _ = struct.unpack("3i", probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+        same = pid > 0 and os.readlink(f"/proc/{pid}/ns/mnt") == os.readlink("/proc/self/ns/mnt")
+    except OSError as exc:
+        return f"cannot tell whether the Docker engine sees this host's mounts: {exc}"
+    return None if same else "the Docker engine runs in another mount namespace, which does not see this host's mounts"
+
+
+def _docker_host() -> str:
+    """The engine's address (``DOCKER_HOST`` or the default), as docker-py parses it."""
+    return str(docker_module().utils.parse_host(os.environ.get("DOCKER_HOST")))
 
 
 def _drop_client() -> None:

@@ -4,27 +4,33 @@ A container runs :mod:`agentgym.sandboxes.exec_server` under Docker's init with 
 ``no-new-privileges``, memory (swap included), CPU and process limits, and no network unless the spec asks.
 The server runs as root in the container with no capability but those it needs to start each command as
 uid 1000 (``SETUID``, ``SETGID``) and to stop what a command left behind (``KILL``); commands run as uid
-1000 with none, so nothing they do (``kill -9 -1`` included) reaches the server or the init. The host keeps
-the container's stdin and stdout attached and sends commands down that one stream, so a command costs a
-fork inside, not a ``docker exec``; images need ``python3`` (files travel through it too). When the
-attachment ends (the sandbox is closed, or the process that made it dies) the server exits and Docker
-removes the container, so a crashed run leaves nothing behind; ``reap`` removes what remains when that
-could not happen (an engine that was down, another host's run).
+1000 with none, so nothing they do (``kill -9 -1`` included) reaches the server or the init. Spawned processes
+(an environment's services, such as an MCP server) run as uid 1001 in the commands' group: they share the work
+dir's files with the commands (both create files the group may write) but no command can signal them. The host
+keeps the container's stdin and stdout attached and sends commands down that one stream, so a command costs a
+fork inside, not a ``docker exec``; images need ``python3`` (files travel through it too). When the attachment
+ends (the sandbox is closed, or the process that made it dies) the server exits and Docker removes the
+container, so a crashed run leaves no container behind; ``reap`` removes what remains when that could not
+happen (an engine that was down, another host's run) and the disks of dead owners.
 
-The work dir, ``/tmp`` and ``/dev/shm`` are size-limited tmpfs mounts: nothing is left on the host's disk,
-and any image and work dir work (what an image holds at the work dir is hidden). What they hold, and System
-V shared memory, stays in memory after the processes that wrote it are gone, so the container's memory limit
-is ``spec.memory_mb`` plus all of it (``spec.disk_mb`` for the work dir and ``/tmp`` together,
-:data:`SHM_MB` each for ``/dev/shm`` and System V segments): a full disk is an error the writing command
-sees (ENOSPC), never an out-of-memory kill, and when memory runs out the kernel kills a command (they are
-its first pick), not the server. With ``disk_mb=None`` all of it takes from ``spec.memory_mb`` instead (the
-work dir as big as that): filling it can get the sandbox killed for its memory limit.
+The work dir and ``/tmp`` are on a disk of ``spec.disk_mb`` MiB of the host's (:mod:`agentgym.sandboxes.disk`:
+a sparse ext4 image loop-mounted on the host, its ``work`` and ``tmp`` folders bound into the container), so
+the container's memory limit is ``spec.memory_mb``: everything inside takes from it, its processes, ``/dev/shm``
+and System V shared memory (each at most an eighth of it, up to :data:`SHM_MB`), and none of it goes to the
+disk, where a write past ``disk_mb`` fails with ENOSPC. What is written to the disk passes through the page
+cache, charged to the container but reclaimed as it reaches the disk. Where no disk can be mounted (not root,
+no loop devices, an engine that does not see this host's mounts), a ``disk_mb`` that was set is refused and
+the default is dropped with a warning; the work dir and ``/tmp`` are then tmpfs mounts that take from
+``spec.memory_mb``, as with ``disk_mb=None``: filling them can get the sandbox killed for its memory limit.
 
-A container that stops under a sandbox raises :class:`SandboxDied`, or :class:`SandboxKilledFromInside` when
-the engine reports that it died of its own memory limit (an out-of-memory kill in it just before it
-stopped, and no kill from outside). gVisor's ``runsc`` is used when the engine lists it (its kernel keeps
-no such order between processes: a sandbox out of memory may die whole); ``AGENTGYM_DOCKER_RUNTIME`` names
-another runtime (``runc`` forces the default).
+When memory runs out, the kernel kills a command (each is its first pick), not the server. A container that
+stops under a sandbox raises :class:`SandboxDied`, or :class:`SandboxKilledFromInside` when the kernel's log
+shows that its own memory limit killed its init or its server (:mod:`agentgym.sandboxes.oom_kills`): a command
+can lower its pick to the server's and make the server the largest process, or memory can be held where no
+process owns it (shared memory, a disk in memory). Where the log cannot be read (not root), every death is the
+infrastructure's. gVisor's ``runsc`` is used when the engine lists it (its kernel keeps no such order between
+processes, and its deaths are the infrastructure's: the host's log does not name its processes);
+``AGENTGYM_DOCKER_RUNTIME`` names another runtime (``runc`` forces the default).
 """
 
 from __future__ import annotations
@@ -37,7 +43,9 @@ import functools
 import itertools
 import json
 import os
+import shutil
 import socket
+import tempfile
 import threading
 import time
 import uuid
@@ -46,7 +54,7 @@ from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from agentgym.sandboxes import exec_server
+from agentgym.sandboxes import disk, exec_server
 from agentgym.sandboxes.base import (
     HOST_SLACK,
     KILL_GRACE,
@@ -61,7 +69,7 @@ from agentgym.sandboxes.base import (
     owner_alive,
     timed_argv,
 )
-from agentgym.sandboxes.docker_engine import client, docker_module, ping
+from agentgym.sandboxes.docker_engine import client, docker_module, engine_mount_refusal, ping
 from agentgym.sandboxes.errors import (
     SandboxDied,
     SandboxError,
@@ -70,30 +78,34 @@ from agentgym.sandboxes.errors import (
     SandboxUnavailable,
 )
 from agentgym.sandboxes.images import image_tag, is_defined
+from agentgym.sandboxes.oom_kills import memcg_oom_kills
 from agentgym.sandboxes.process import SandboxProcess
 
 AGENT_USER = "1000:1000"
 """The user every command runs as."""
+SERVICE_USER = "1001:1000"
+"""The user every spawned process (an environment's service) runs as: another uid, the commands' group."""
 SERVER_USER = "0:0"
 """The user the container (its init and the exec server) runs as: not one the commands can signal."""
 SERVER_CAPS = ["SETUID", "SETGID", "KILL"]
 """The server's only capabilities: start a command as :data:`AGENT_USER`, kill what it leaves behind."""
 RUNTIME_ENV = "AGENTGYM_DOCKER_RUNTIME"
 """Names the container runtime to use (``runc``, ``runsc``, ...) instead of the automatic choice."""
+STATE_DIR = Path(tempfile.gettempdir()) / "agentgym-docker"
+"""Holds one folder per sandbox with a disk, named as its container: ``owner`` (:func:`owner` of its maker),
+``disk.img`` and ``disk``, where that is mounted (see :mod:`agentgym.sandboxes.disk`)."""
 TMP_MB = 64
-"""The most of ``spec.disk_mb`` that goes to ``/tmp`` (at most a quarter of it); the rest is the work
-dir's."""
+"""Without a disk: the most of the memory that ``/tmp``'s tmpfs may hold."""
 SHM_MB = 64
-"""Size of each sandbox's ``/dev/shm`` (a tmpfs), and the most System V shared memory it may hold (which
-would outlive the processes that made it); both are added to its memory limit."""
+"""The largest ``/dev/shm`` (a tmpfs) of a sandbox, and the most System V shared memory it may hold: each at most
+an eighth of ``spec.memory_mb``, from which both take (they outlive the processes that filled them)."""
 PAGE = 4096
 """Bytes of a memory page, the unit of ``kernel.shmall``."""
 INODE_BYTES = 16 * 1024
 """Bytes of a tmpfs's size per inode it may hold (ext4's default ratio): empty files cost memory too."""
-DEATH_WAIT = 5.0
-"""Seconds the engine has to report the end of a container whose stream ended."""
-OOM_WINDOW = 10.0
-"""Seconds before a container's end within which an out-of-memory kill in it counts as the cause."""
+OWN_PROCESSES = ("docker-init", exec_server.NAME)
+"""The names of the container's own processes (its init, the exec server), which run as root: the kernel killing
+one of them for the container's memory limit kills the container."""
 KILLED = 128 + 9
 """The exit status of ``timeout`` when the command needed the forced stop (it dies with its group)."""
 SERVER_ENV = "AGENTGYM_EXEC_SERVER"
@@ -103,7 +115,8 @@ SERVER = ["python3", "-I", "-c", f"exec(__import__('os').environ.pop('{SERVER_EN
 REMOVE_WAIT = 30.0
 """Seconds to wait for a container that Docker is already removing."""
 _KILL = 'for i in $(seq 100); do [ -s "$0" ] && exec kill -KILL "$(cat "$0")"; sleep 0.05; done'
-"""Kills the spawned process whose pid file is ``$0``, waiting for a process just started to write it."""
+"""Kills the spawned process whose pid file is ``$0``, waiting for a process just started to write it (run as
+:data:`SERVICE_USER`, the only user that may)."""
 _THREADS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="agentgym-docker")
 """Where the blocking Docker calls wait, not the loop's default pool (a few threads, shared with
 synchronous environments)."""
@@ -149,7 +162,7 @@ class DockerSandbox(Sandbox):
     async def _close(self) -> None:
         self._channel.closing()
         try:
-            await _blocking(_remove, self.id)
+            await _blocking(_remove_all, self.id)
         finally:
             self._channel.close()
 
@@ -210,7 +223,7 @@ class DockerProcess(SandboxProcess):
     async def kill(self) -> None:
         if self._returncode is None and self._sandbox.alive:
             with contextlib.suppress(SandboxError):
-                await self._sandbox.exec(["sh", "-c", _KILL, self._pidfile], timeout=10)
+                await _blocking(_run_as_service, self._sandbox.id, ["sh", "-c", _KILL, self._pidfile])
 
     @property
     def returncode(self) -> int | None:
@@ -241,16 +254,26 @@ class DockerProcess(SandboxProcess):
 
 
 def _start_exec(container: str, argv: list[str], env: dict[str, str], cwd: str) -> tuple[str, Any]:
-    """Create and start a ``docker exec`` of ``argv`` with its stdin attached; its id and socket."""
+    """Create and start a ``docker exec`` of ``argv`` as :data:`SERVICE_USER` with its stdin attached; its id and
+    socket."""
     errors = docker_module().errors
     api = client().api
     try:
         exec_id = api.exec_create(container, argv, stdin=True, stdout=True, stderr=True, tty=False,
-                                  environment={SERVER_ENV: "", **env}, workdir=cwd,
-                                  user=AGENT_USER)["Id"]
+                                  environment={SERVER_ENV: "", **env}, workdir=cwd, user=SERVICE_USER)["Id"]
         return exec_id, api.exec_start(exec_id, socket=True)
     except (errors.DockerException, OSError) as exc:
         raise SandboxDied(f"could not start a process in sandbox {container}: {exc}") from exc
+
+
+def _run_as_service(container: str, argv: list[str]) -> None:
+    """Run ``argv`` to its end by ``docker exec`` as :data:`SERVICE_USER`."""
+    errors = docker_module().errors
+    api = client().api
+    try:
+        api.exec_start(api.exec_create(container, argv, environment={SERVER_ENV: ""}, user=SERVICE_USER)["Id"])
+    except (errors.DockerException, OSError) as exc:
+        raise SandboxDied(f"could not run {argv[0]} in sandbox {container}: {exc}") from exc
 
 
 def _exit_status(exec_id: str) -> int:
@@ -379,8 +402,8 @@ async def create(spec: SandboxSpec) -> DockerSandbox:
 
 
 def check(spec: SandboxSpec | None = None) -> None:
-    """Raise :class:`SandboxUnavailable` (naming the step to take) unless an engine answers and ``spec``'s
-    image is present."""
+    """Raise :class:`SandboxUnavailable` (naming the step to take) unless an engine answers, ``spec``'s image is
+    present and its ``disk_mb``, if set, can be mounted."""
     docker = client()
     try:
         ping(docker)
@@ -393,6 +416,7 @@ def check(spec: SandboxSpec | None = None) -> None:
             docker.images.get(image)
         except docker_module().errors.ImageNotFound as exc:
             raise SandboxUnavailable(f"image {image} is not present here: docker pull {image}") from exc
+        _disk_mb(spec)
 
 
 def live() -> list[str]:
@@ -401,14 +425,19 @@ def live() -> list[str]:
 
 
 def reap(*, everything: bool = False) -> int:
-    """Remove the containers of dead owners (or all of agentgym's with ``everything``); returns how many.
-    Nothing to do when no engine runs."""
-    removed = 0
-    for container in _labelled():
-        if everything or not owner_alive(container["Labels"].get(OWNER_LABEL, "")):
-            _remove(container["Id"])
-            removed += 1
-    return removed
+    """Remove the containers and disks of dead owners (or all of agentgym's with ``everything``); returns how many
+    sandboxes that was. Without an engine, only disks are left to remove."""
+    containers = {container["Names"][0].lstrip("/") for container in _labelled()
+                  if everything or not owner_alive(container["Labels"].get(OWNER_LABEL, ""))}
+    for name in containers:
+        _remove(name)
+    disks = {name for name in _disks() if everything or _disk_orphaned(name)}
+    for name in disks - containers:
+        with contextlib.suppress(SandboxUnavailable):
+            _remove(name)  # a container whose engine went away for a while
+    for name in disks:
+        _remove_disk(name)
+    return len(containers | disks)
 
 
 async def _blocking(function: Callable[..., _T], *args: Any) -> _T:
@@ -416,25 +445,43 @@ async def _blocking(function: Callable[..., _T], *args: Any) -> _T:
 
 
 def _create(spec: SandboxSpec) -> DockerSandbox:
+    """Mount the disk, then make and start the container; what was made is removed when a step fails."""
+    name = f"agentgym-{uuid.uuid4().hex[:12]}"
+    binds = {host: {"bind": inside, "mode": "ro"} for host, inside in spec.mounts.items()}
+    tmpfs: dict[str, str] = {}
+    if (size_mb := _disk_mb(spec)) is None:
+        work_mb, tmp_mb = memory_disk_sizes(spec)
+        tmpfs = {spec.workdir: _tmpfs(work_mb, "uid=1000,gid=1000,mode=0775"), "/tmp": _tmpfs(tmp_mb, "mode=1777")}
+    else:
+        try:
+            folder = _make_disk(name, size_mb)
+        except OSError as exc:
+            _remove_disk(name)
+            raise SandboxStartError(f"cannot make the disk of sandbox {name}: {exc}") from exc
+        binds |= {str(folder / disk.WORK): {"bind": spec.workdir, "mode": "rw"},
+                  str(folder / disk.TMP): {"bind": "/tmp", "mode": "rw"}}
+    try:
+        return _start(spec, name, binds, tmpfs)
+    except BaseException:
+        _remove_disk(name)
+        raise
+
+
+def _start(spec: SandboxSpec, name: str, binds: dict[str, dict[str, str]], tmpfs: dict[str, str]) -> DockerSandbox:
+    """Create and start container ``name`` with the work dir and ``/tmp`` from ``binds`` or ``tmpfs``."""
     docker = client()
     errors = docker_module().errors
     image = _image(spec.image)
-    name = f"agentgym-{uuid.uuid4().hex[:12]}"
-    since = int(time.time()) - 1  # the engine's events about it start after this
-    work_mb, tmp_mb = disk_sizes(spec)
-    memory = f"{memory_limit(spec)}m"
+    memory, shm_mb = f"{spec.memory_mb}m", shm_size(spec)
     host = docker.api.create_host_config(
         init=True, auto_remove=True, runtime=_runtime(), network_mode="bridge" if spec.network else "none",
         mem_limit=memory, memswap_limit=memory, nano_cpus=int(spec.cpus * 1e9), pids_limit=spec.pids,
         read_only=True, cap_drop=["ALL"], cap_add=SERVER_CAPS, security_opt=["no-new-privileges"],
-        tmpfs={spec.workdir: _tmpfs(work_mb, "uid=1000,gid=1000,mode=0755"),
-               "/tmp": _tmpfs(tmp_mb, "mode=1777")},
-        shm_size=f"{SHM_MB}m", sysctls={"kernel.shmmax": str(SHM_MB * MiB),
-                                        "kernel.shmall": str(SHM_MB * MiB // PAGE)},
-        binds={host: {"bind": inside, "mode": "ro"} for host, inside in spec.mounts.items()},
+        tmpfs=tmpfs, binds=binds, shm_size=f"{shm_mb}m",
+        sysctls={"kernel.shmmax": str(shm_mb * MiB), "kernel.shmall": str(shm_mb * MiB // PAGE)},
         log_config={"type": "none", "config": {}})
     try:
-        docker.api.create_container(
+        container = docker.api.create_container(
             image, SERVER, name=name, user=SERVER_USER, working_dir=spec.workdir, stdin_open=True,
             detach=False,
             environment={"HOME": spec.workdir, "LANG": "C.UTF-8", SERVER_ENV: _server_source()},
@@ -453,26 +500,21 @@ def _create(spec: SandboxSpec) -> DockerSandbox:
         _remove(name)
         raise SandboxStartError(f"container {name} from {image} did not start: {exc}") from exc
     largest = max(spec.output_limit, spec.file_limit) * 2 * 4 // 3  # two streams, as base64
-    died_inside = functools.partial(_died_of_its_memory_limit, name, since)
+    died_inside = functools.partial(_died_of_its_memory_limit, container["Id"])
     return DockerSandbox(spec, name, _Channel(stream, name, max_frame=largest + 64 * 1024,
                                               died_inside=died_inside))
 
 
-def disk_sizes(spec: SandboxSpec) -> tuple[int, int]:
-    """MiB of the work dir's and of ``/tmp``'s tmpfs: ``spec.disk_mb`` shared out (``/tmp`` takes
-    :data:`TMP_MB` of it, at most a quarter), or with ``disk_mb=None`` each as big as the memory limit
-    allows."""
-    if spec.disk_mb is None:
-        return spec.memory_mb, min(TMP_MB, spec.memory_mb)
-    tmp_mb = min(TMP_MB, spec.disk_mb // 4)
-    return spec.disk_mb - tmp_mb, tmp_mb
+def shm_size(spec: SandboxSpec) -> int:
+    """MiB of ``/dev/shm``, and the most System V shared memory: an eighth of ``spec.memory_mb``, at most
+    :data:`SHM_MB`."""
+    return min(SHM_MB, spec.memory_mb // 8)
 
 
-def memory_limit(spec: SandboxSpec) -> int:
-    """MiB of the container's memory limit: ``spec.memory_mb`` plus what may be held in memory without a
-    process, counted against it: the tmpfs mounts and System V shared memory. With ``disk_mb=None`` all of
-    that takes from ``spec.memory_mb``, and filling it can get the sandbox killed for its memory limit."""
-    return spec.memory_mb if spec.disk_mb is None else spec.memory_mb + 2 * SHM_MB + spec.disk_mb
+def memory_disk_sizes(spec: SandboxSpec) -> tuple[int, int]:
+    """MiB of the work dir's and of ``/tmp``'s tmpfs in a sandbox without a disk: each as big as its memory limit
+    allows (``/tmp`` at most :data:`TMP_MB`)."""
+    return spec.memory_mb, min(TMP_MB, spec.memory_mb)
 
 
 def _tmpfs(size_mb: int, owner: str) -> str:
@@ -481,38 +523,83 @@ def _tmpfs(size_mb: int, owner: str) -> str:
     return f"rw,nosuid,nodev,exec,size={size_mb}m,nr_inodes={inodes},{owner}"
 
 
-def _died_of_its_memory_limit(name: str, since: int) -> bool:
-    """Whether container ``name``, whose stream ended, died of its own memory limit: the engine reports its
-    end (``die``) with an out-of-memory kill in it at most :data:`OOM_WINDOW` seconds apart, and no kill from
-    outside (``docker kill``, ``stop``, ``rm -f``). An engine that does not say (it is gone, or reports no end
-    within :data:`DEATH_WAIT` s) means no: a death that nothing shows came from inside is the
-    infrastructure's. Read up to the container's removal, which follows its end, so that an out-of-memory
-    report that arrives just after the end still counts."""
-    errors = docker_module().errors
-    ooms: list[int] = []
-    killed, ended = False, None
+def _disk_mb(spec: SandboxSpec) -> int | None:
+    """MiB of the disk to mount for ``spec``, ``None`` for none (see :func:`agentgym.sandboxes.disk.disk_mb`)."""
+    return disk.disk_mb(spec, disk.refusal() or engine_mount_refusal(), backend="docker",
+                        instead="their work dir and /tmp are in memory, taking from memory_mb")
+
+
+def _make_disk(name: str, size_mb: int) -> Path:
+    """Claim ``STATE_DIR/name`` (its owner written first) and mount a disk of ``size_mb`` MiB there; the mounted
+    folder, whose ``work`` belongs to the commands' user and group and whose ``tmp`` is everyone's."""
+    state = STATE_DIR / name
+    for _ in range(10):
+        STATE_DIR.mkdir(mode=0o700, exist_ok=True)
+        if STATE_DIR.is_symlink() or STATE_DIR.stat().st_uid != os.geteuid():
+            raise OSError(f"{STATE_DIR} is not a directory of this user")
+        try:
+            state.mkdir(mode=0o700)
+            break
+        except FileNotFoundError:  # the last sandbox just removed STATE_DIR
+            continue
+    (state / ".owner").write_text(owner())
+    (state / ".owner").rename(state / "owner")  # whole, or not there: reap never reads half of it
+    disk.mount(state, size_mb)
+    work, tmp = state / "disk" / disk.WORK, state / "disk" / disk.TMP
+    work.mkdir()
+    os.chown(work, *exec_server.parse_user(AGENT_USER))
+    work.chmod(0o775)  # the services write there too, as the commands' group
+    tmp.mkdir()
+    tmp.chmod(0o1777)
+    return state / "disk"
+
+
+def _disks() -> list[str]:
+    """The names of the sandboxes whose disk folders are on this host, whoever made them."""
+    if not STATE_DIR.is_dir():
+        return []
+    return [entry.name for entry in STATE_DIR.iterdir() if entry.is_dir()]
+
+
+def _disk_orphaned(name: str) -> bool:
+    """Whether the process that made sandbox ``name``'s disk is gone (one still being made is not)."""
     try:
-        events = client().api.events(since=since, until=int(time.time() + DEATH_WAIT) + 1, decode=True,
-                                     filters={"type": "container", "container": name})
-    except (errors.DockerException, OSError):
+        return not owner_alive((STATE_DIR / name / "owner").read_text())
+    except FileNotFoundError:
         return False
+
+
+def _remove_disk(name: str) -> None:
+    """Unmount sandbox ``name``'s disk and delete its folder (and an empty :data:`STATE_DIR`); none is fine."""
+    state = STATE_DIR / name
     try:
-        for event in events:
-            action, when = event.get("Action") or event.get("status"), int(event["timeNano"])
-            if action == "oom":
-                ooms.append(when)
-            elif action == "kill":
-                killed = True
-            elif action == "die":
-                ended = when
-            elif action == "destroy":
-                ended = ended or when
-                break
-    except (errors.DockerException, OSError, KeyError, TypeError, ValueError):
-        return False
+        disk.unmount(state)
+        shutil.rmtree(state, ignore_errors=False, onerror=_unless_gone)
+    except OSError as exc:
+        raise SandboxError(f"cannot remove the disk of sandbox {name}: {exc}") from exc
+    with contextlib.suppress(OSError):
+        STATE_DIR.rmdir()
+
+
+def _unless_gone(function: object, path: str, exc_info: tuple[Any, ...]) -> None:
+    if not isinstance(exc_info[1], FileNotFoundError):
+        raise exc_info[1]
+
+
+def _remove_all(name: str) -> None:
+    """Remove container ``name``, then its disk."""
+    try:
+        _remove(name)
     finally:
-        events.close()
-    return ended is not None and not killed and any(abs(ended - oom) <= OOM_WINDOW * 1e9 for oom in ooms)
+        _remove_disk(name)
+
+
+def _died_of_its_memory_limit(container_id: str) -> bool:
+    """Whether the container, whose stream ended, died of its own memory limit: the kernel's log says that the
+    limit of its memory cgroup killed its init or its exec server (root processes, which no command can
+    signal). An unreadable log means no: a death that nothing shows came from inside is the infrastructure's."""
+    kills = memcg_oom_kills(container_id)
+    return kills is not None and any(kill.uid == 0 and kill.task in OWN_PROCESSES for kill in kills)
 
 
 def _close_attached(stream: Any) -> None:
@@ -525,12 +612,12 @@ def _close_attached(stream: Any) -> None:
 
 
 def _discard(creating: Future[DockerSandbox]) -> None:
-    """Remove the container of a creation nobody waits for any more, and close its attached socket (runs in
-    the creating thread)."""
+    """Remove the container and disk of a creation nobody waits for any more, and close its attached socket (runs
+    in the creating thread)."""
     if not creating.cancelled() and creating.exception() is None:
         sandbox = creating.result()
         try:
-            _remove(sandbox.id)
+            _remove_all(sandbox.id)
         finally:
             sandbox._channel.close()
 

@@ -20,7 +20,9 @@ Started with a ``uid:gid`` argument, the server runs as another user (root in th
 capability but ``SETUID``, ``SETGID`` and ``KILL``) and every command runs as ``uid:gid``, with no
 supplementary groups and no capability: what the commands do (``kill -9 -1`` included) cannot reach the
 server. Each command also asks the kernel to pick it first when the sandbox runs out of memory
-(``oom_score_adj`` :data:`OOM_SCORE_ADJ`), so that a memory hog is killed rather than the server.
+(``oom_score_adj`` :data:`OOM_SCORE_ADJ`), so that a memory hog is killed rather than the server, and creates
+files that its group may write (umask ``002``): the sandbox's services run in that group. The server calls itself
+:data:`NAME`, which the kernel's log gives when it kills it.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ CANNOT_START = 126
 """The exit status of a command that could not be started (as a shell reports it)."""
 OOM_SCORE_ADJ = 1000
 """Every command's ``oom_score_adj``: the kernel's first pick when the sandbox runs out of memory."""
+NAME = "agentgym-server"
+"""The server's process name (its ``comm``, at most 15 bytes); its commands take their programs' names."""
 _CHUNK = 64 * 1024
 
 
@@ -126,8 +130,8 @@ async def run(request: dict[str, Any], user: tuple[int, int] | None = None) -> d
 
 def _become(user: tuple[int, int] | None, cwd: str) -> None:
     """In a command's process before it starts: first pick of the OOM killer, then ``user`` (uid, gid) without
-    supplementary groups (which drops every capability), then into ``cwd`` with that user's rights. A failure
-    is told on the command's stderr and ends it with :data:`CANNOT_START`."""
+    supplementary groups (which drops every capability), then into ``cwd`` with that user's rights, creating
+    files its group may write. A failure is told on the command's stderr and ends it with :data:`CANNOT_START`."""
     try:
         with open("/proc/self/oom_score_adj", "w") as adj:  # written as root: once the command runs as its
             adj.write(str(OOM_SCORE_ADJ))                     # user, /proc/self is no longer its to write
@@ -139,6 +143,7 @@ def _become(user: tuple[int, int] | None, cwd: str) -> None:
             os.setgroups([])
             os.setresgid(gid, gid, gid)
             os.setresuid(uid, uid, uid)
+        os.umask(0o002)
         os.chdir(cwd)
     except OSError as exc:
         os.write(2, f"cannot start the command in {cwd}: {exc}\n".encode())
@@ -188,6 +193,15 @@ def _watch_children_with_pidfds() -> None:
         asyncio.set_child_watcher(asyncio.PidfdChildWatcher())
 
 
+def _name_self() -> None:
+    """Call this process :data:`NAME` (where there is a ``/proc``)."""
+    try:
+        with open("/proc/self/comm", "w") as comm:
+            comm.write(NAME)
+    except OSError:
+        pass
+
+
 def parse_user(text: str) -> tuple[int, int]:
     """``uid:gid`` as numbers."""
     uid, _, gid = text.partition(":")
@@ -195,5 +209,6 @@ def parse_user(text: str) -> tuple[int, int]:
 
 
 if __name__ == "__main__":
+    _name_self()
     _watch_children_with_pidfds()
     asyncio.run(serve(parse_user(sys.argv[1]) if len(sys.argv) > 1 else None))

@@ -7,9 +7,11 @@ command's pid namespace ends with it, so nothing it started outlives it. ``bwrap
 an empty environment and gives the command only ``PATH``, ``HOME``, ``LANG`` and what the caller passes: no
 host variable can be read inside, not even in ``/proc/1/environ``. On the host each sandbox runs under a uid
 of its own (``HOST_UID_BASE`` + its id), never root: root mapped into a user namespace could still write
-``/proc/sys``. Memory and processes are limited by an ``agentgym-<id>`` cgroup (v1 or v2), or by rlimits
+``/proc/sys``. Spawned processes (an environment's services) are uid 1001 inside and run under a second host uid
+(``HOST_SERVICE_UID_BASE`` + its id) in the commands' group: they share the work dir's files with the commands,
+which cannot signal them (nor see them: each has a pid namespace of its own). Memory and processes are limited by an ``agentgym-<id>`` cgroup (v1 or v2), or by rlimits
 where no cgroup is writable. The work dir and ``/tmp`` share one ext4 file system of ``spec.disk_mb`` MiB,
-a sparse file loop-mounted on the host for the sandbox's life: past it a write fails with ENOSPC, and it
+a sparse file loop-mounted on the host for the sandbox's life (:mod:`agentgym.sandboxes.disk`): past it a write fails with ENOSPC, and it
 takes at most that on the host's disk (where none can be mounted, a ``disk_mb`` that was set is refused and
 the default is dropped with a warning). Not enforced here: CPU share (``spec.cpus``); ``spec.image`` is
 ignored (the host's ``/usr`` is the image). Needs root and bubblewrap.
@@ -31,10 +33,11 @@ import subprocess
 import tempfile
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from agentgym.sandboxes import disk
 from agentgym.sandboxes.base import (
     HOST_SLACK,
     KILL_GRACE,
@@ -64,8 +67,14 @@ system in ``disk.img`` is mounted (a plain directory without a disk limit), hold
 and ``tmp`` (its ``/tmp``)."""
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 HOST_UID_BASE = 1_800_000_000
-"""Sandbox ``<id>`` (6 hex digits) runs on the host as uid and gid ``HOST_UID_BASE + int(id, 16)``."""
+"""Sandbox ``<id>`` (6 hex digits) runs its commands on the host as uid and gid ``HOST_UID_BASE + int(id, 16)``."""
+HOST_SERVICE_UID_BASE = HOST_UID_BASE + (1 << 24)
+"""Sandbox ``<id>`` runs its spawned services on the host as uid ``HOST_SERVICE_UID_BASE + int(id, 16)``, in the
+group of its commands."""
 SANDBOX_UID = 1000
+"""The uid (and gid) of the commands inside."""
+SERVICE_UID = 1001
+"""The uid of the spawned services inside (their gid is the commands')."""
 INSTALL = "apt-get install -y bubblewrap"
 PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 
@@ -76,7 +85,6 @@ _KILLED = 128 + signal.SIGKILL
 _DESTROYED = "destroyed"
 """Written in a sandbox's state dir before its processes are killed, so a command they ran knows why it ended."""
 _warned_no_cgroup = False
-_warned_no_disk_limit = False
 
 
 def _made_up_etc(workdir: str) -> dict[str, str]:
@@ -97,10 +105,12 @@ class LocalSandbox(Sandbox):
     def __init__(self, spec: SandboxSpec, sandbox_id: str, cgroups: Sequence[Path]) -> None:
         super().__init__(spec, sandbox_id)
         self._state = STATE_DIR / sandbox_id
-        self._enter = functools.partial(
-            _enter, tuple(str(group / "cgroup.procs") for group in cgroups),
-            None if cgroups else (spec.memory_mb * MiB, spec.pids), _host_uid(sandbox_id))
-        self._bwrap = _bwrap_argv(spec, self._state)
+        enter = functools.partial(_enter, tuple(str(group / "cgroup.procs") for group in cgroups),
+                                  None if cgroups else (spec.memory_mb * MiB, spec.pids))
+        group = _host_uid(sandbox_id)
+        self._commands = _Launch(functools.partial(enter, group, group), _bwrap_argv(spec, self._state, SANDBOX_UID))
+        self._services = _Launch(functools.partial(enter, _host_service_uid(sandbox_id), group),
+                                 _bwrap_argv(spec, self._state, SERVICE_UID))
 
     async def expose(self, port: int) -> str:
         """``127.0.0.1:port``: a sandbox with ``network=True`` shares the host's network."""
@@ -141,21 +151,22 @@ class LocalSandbox(Sandbox):
         return RawResult(exit_code, bytes(out.data), bytes(err.data), timed_out, out.truncated or err.truncated)
 
     async def _spawn(self, argv: list[str], *, env: dict[str, str], cwd: str) -> SandboxProcess:
-        return LocalProcess(await self._start(argv, env, cwd, stdin=True))
+        return LocalProcess(await self._start(argv, env, cwd, stdin=True, launch=self._services))
 
-    async def _start(self, argv: list[str], env: dict[str, str], cwd: str, *, stdin: bool
-                     ) -> asyncio.subprocess.Process:
-        """``argv`` started in the sandbox, with pipes to its stdout and stderr (and its stdin if asked). An
-        ``argv`` the kernel refuses as too long raises ``OSError`` (``E2BIG``); any other failure
-        :class:`SandboxDied`."""
+    async def _start(self, argv: list[str], env: dict[str, str], cwd: str, *, stdin: bool,
+                     launch: _Launch | None = None) -> asyncio.subprocess.Process:
+        """``argv`` started in the sandbox as a command (or as ``launch`` says), with pipes to its stdout and stderr
+        (and its stdin if asked). An ``argv`` the kernel refuses as too long raises ``OSError`` (``E2BIG``); any
+        other failure :class:`SandboxDied`."""
         if not (self._state / "disk" / "work").is_dir():
             raise SandboxDied(f"the work dir of sandbox {self.id} is gone (reaped?)")
+        enter, bwrap = launch or self._commands
         environment = {"PATH": PATH, "HOME": self.spec.workdir, "LANG": "C.UTF-8", **env}
-        command = [*self._bwrap, "--chdir", cwd, "--clearenv",
+        command = [*bwrap, "--chdir", cwd, "--clearenv",
                    *(arg for item in environment.items() for arg in ("--setenv", *item)), "--", *argv]
         starting = asyncio.ensure_future(asyncio.create_subprocess_exec(  # bwrap is pid 1 inside: no host environment
             *command, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, env={}, preexec_fn=self._enter, start_new_session=True))
+            stderr=subprocess.PIPE, env={}, preexec_fn=enter, start_new_session=True))
         try:
             return await asyncio.shield(starting)
         except asyncio.CancelledError:
@@ -180,6 +191,14 @@ class LocalSandbox(Sandbox):
 
     async def _close(self) -> None:
         await asyncio.to_thread(_destroy, self.id)
+
+
+class _Launch(NamedTuple):
+    """How a process of a sandbox starts: what its forked child runs before it becomes ``bwrap`` (the host uid it
+    takes), and the ``bwrap`` command line (the uid it has inside)."""
+
+    enter: Callable[[], None]
+    bwrap: list[str]
 
 
 class LocalProcess(SandboxProcess):
@@ -273,7 +292,7 @@ def check(spec: SandboxSpec | None = None) -> None:
     ``disk_mb`` that was set only where a file system can be mounted."""
     _probe()
     if spec is not None:
-        _disk_limit(spec)
+        _disk_mb(spec)
         for host in spec.mounts:
             _check_mountable(Path(host))
 
@@ -292,69 +311,16 @@ def _probe() -> None:
         [bwrap, "--unshare-all", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), *_root_args(),
          "--", "/usr/bin/true"],
         check=False, capture_output=True, text=True, timeout=30,
-        preexec_fn=functools.partial(_enter, (), None, HOST_UID_BASE))
+        preexec_fn=functools.partial(_enter, (), None, HOST_UID_BASE, HOST_UID_BASE))
     if probe.returncode != 0:
         raise SandboxUnavailable(f"bubblewrap cannot create namespaces here ({probe.stderr.strip()}); {INSTALL} and"
                                  " allow unprivileged user namespaces (sysctl user.max_user_namespaces)")
 
 
-def _disk_limit(spec: SandboxSpec) -> int | None:
-    """The size of the file system to mount for ``spec``, ``None`` for none. Where none can be mounted, a
-    ``disk_mb`` that was set raises :class:`SandboxUnavailable` and the default one is dropped with a warning."""
-    global _warned_no_disk_limit
-    if spec.disk_mb is None or (refusal := _disk_refusal()) is None:
-        return spec.disk_mb
-    if "disk_mb" in spec.model_fields_set:
-        raise SandboxUnavailable(f"disk_mb={spec.disk_mb} cannot be enforced here ({refusal}); run as root where"
-                                 " loop devices can be mounted, or set disk_mb to null for no disk limit")
-    if not _warned_no_disk_limit:
-        _warned_no_disk_limit = True
-        warnings.warn(f"local sandboxes have no disk limit here ({refusal}): their work dir and /tmp can fill the"
-                      " host's disk; set disk_mb to null to say that is meant", RuntimeWarning, stacklevel=2)
-    return None
-
-
-@functools.cache
-def _disk_refusal() -> str | None:
-    """Why no disk limit can be mounted here, ``None`` when one can: a small one is mounted and removed once."""
-    with tempfile.TemporaryDirectory(prefix="agentgym-disk-probe-") as folder:
-        try:
-            _mount_disk(Path(folder), 16)
-            _unmount_disk(Path(folder))
-        except OSError as exc:
-            return str(exc)
-    return None
-
-
-def _mount_disk(state: Path, size_mb: int) -> None:
-    """Mount at ``state/disk`` a file system of ``size_mb`` MiB in ``state/disk.img``, through a loop device. The
-    image is sparse (it takes on the host's disk what is written, at most its size) and has no journal (its
-    contents die with the sandbox); unlike a tmpfs, what it holds is not pinned in memory."""
-    image = state / "disk.img"
-    with image.open("xb") as file:
-        file.truncate(size_mb * MiB)
-    image.chmod(0o600)
-    _run_host(["mkfs.ext4", "-q", "-m", "0", "-O", "^has_journal,^resize_inode", "-E", "nodiscard", str(image)])
-    (state / "disk").mkdir(mode=0o755, exist_ok=True)
-    _run_host(["mount", "-o", "loop,nosuid,nodev,noinit_itable", str(image), str(state / "disk")])
-
-
-def _unmount_disk(state: Path) -> None:
-    """Unmount ``state/disk`` if it is mounted (the loop device goes with it)."""
-    if os.path.ismount(state / "disk"):
-        _run_host(["umount", str(state / "disk")])
-
-
-def _run_host(argv: list[str]) -> None:
-    """Run a host tool; an ``OSError`` naming it and its complaint when it fails."""
-    try:
-        done = subprocess.run(argv, env={"PATH": PATH}, capture_output=True, text=True, timeout=60, check=False)
-    except FileNotFoundError:
-        raise OSError(f"{argv[0]} is not installed (apt-get install -y e2fsprogs mount)") from None
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise OSError(f"{argv[0]} failed: {exc}") from exc
-    if done.returncode != 0:
-        raise OSError(f"{argv[0]} failed: {done.stderr.strip()}")
+def _disk_mb(spec: SandboxSpec) -> int | None:
+    """MiB of the disk to mount for ``spec``, ``None`` for none (see :func:`agentgym.sandboxes.disk.disk_mb`)."""
+    return disk.disk_mb(spec, disk.refusal(), backend="local",
+                        instead="no disk limit: their work dir and /tmp can fill the host's disk")
 
 
 def _check_mountable(path: Path) -> None:
@@ -420,6 +386,10 @@ def _host_uid(sandbox_id: str) -> int:
     return HOST_UID_BASE + int(sandbox_id, 16)
 
 
+def _host_service_uid(sandbox_id: str) -> int:
+    return HOST_SERVICE_UID_BASE + int(sandbox_id, 16)
+
+
 def _root_args() -> list[str]:
     """``/usr`` read-only and the top-level links into it (or the directories, on a host without merged /usr)."""
     args = ["--ro-bind", "/usr", "/usr"]
@@ -432,10 +402,10 @@ def _root_args() -> list[str]:
     return args
 
 
-def _bwrap_argv(spec: SandboxSpec, state: Path) -> list[str]:
-    """Everything of a sandbox's ``bwrap`` command line before ``--chdir``."""
+def _bwrap_argv(spec: SandboxSpec, state: Path, uid: int) -> list[str]:
+    """Everything of a sandbox's ``bwrap`` command line before ``--chdir``, for a process that is ``uid`` inside."""
     args = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--unshare-user", "--die-with-parent",
-            "--new-session", "--cap-drop", "ALL", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+            "--new-session", "--cap-drop", "ALL", "--uid", str(uid), "--gid", str(SANDBOX_UID),
             "--hostname", "agentgym", *_root_args()]
     if spec.network:
         args.append("--share-net")
@@ -450,8 +420,9 @@ def _bwrap_argv(spec: SandboxSpec, state: Path) -> list[str]:
     return [*args, "--remount-ro", "/"]
 
 
-def _enter(procs: tuple[str, ...], rlimits: tuple[int, int] | None, uid: int) -> None:
-    """Run in the forked child before it becomes ``bwrap``: join the cgroups (or take rlimits), drop root."""
+def _enter(procs: tuple[str, ...], rlimits: tuple[int, int] | None, uid: int, gid: int) -> None:
+    """Run in the forked child before it becomes ``bwrap``: join the cgroups (or take rlimits), drop root for
+    ``uid`` and ``gid``, and create files that the group may write (commands and services share them)."""
     pid = str(os.getpid()).encode()
     for path in procs:
         fd = os.open(path, os.O_WRONLY)
@@ -464,8 +435,9 @@ def _enter(procs: tuple[str, ...], rlimits: tuple[int, int] | None, uid: int) ->
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
         resource.setrlimit(resource.RLIMIT_NPROC, (pids, pids))
     os.setgroups([])
-    os.setresgid(uid, uid, uid)
+    os.setresgid(gid, gid, gid)
     os.setresuid(uid, uid, uid)
+    os.umask(0o002)
 
 
 def _make(spec: SandboxSpec) -> LocalSandbox:
@@ -488,13 +460,14 @@ def _make(spec: SandboxSpec) -> LocalSandbox:
         (state / "etc").mkdir(mode=0o755)
         for name, text in _made_up_etc(spec.workdir).items():
             _write(state / "etc" / name, text)
-        if (disk_mb := _disk_limit(spec)) is not None:
-            _mount_disk(state, disk_mb)
+        if (disk_mb := _disk_mb(spec)) is not None:
+            disk.mount(state, disk_mb)
         else:
             (state / "disk").mkdir(mode=0o755)
-        for private in ("work", "tmp"):
-            (state / "disk" / private).mkdir(mode=0o700)
+        for private, mode in ((disk.WORK, 0o770), (disk.TMP, 0o1770)):  # the commands' and services' only
+            (state / "disk" / private).mkdir()
             os.chown(state / "disk" / private, _host_uid(sandbox_id), _host_uid(sandbox_id))
+            (state / "disk" / private).chmod(mode)
         return LocalSandbox(spec, sandbox_id, _make_cgroups(sandbox_id, spec))
     except BaseException as exc:
         _destroy(sandbox_id)
@@ -556,7 +529,7 @@ def _destroy(sandbox_id: str) -> None:
     try:
         _kill_all(sandbox_id)
         _remove_cgroups(sandbox_id)
-        _unmount_disk(STATE_DIR / sandbox_id)
+        disk.unmount(STATE_DIR / sandbox_id)
         shutil.rmtree(STATE_DIR / sandbox_id, onerror=_unless_gone)
     except OSError as exc:
         raise SandboxError(f"could not remove sandbox {sandbox_id}: {exc}") from exc
@@ -571,24 +544,24 @@ def _unless_gone(function: object, path: str, exc_info: tuple) -> None:
 
 def _kill_all(sandbox_id: str) -> None:
     """SIGKILL the sandbox's processes until none is left (one that forks meanwhile is caught next round)."""
-    uid, deadline = _host_uid(sandbox_id), time.monotonic() + _STOP_WAIT
-    while pids := _members(sandbox_id, uid):
+    uids, deadline = {_host_uid(sandbox_id), _host_service_uid(sandbox_id)}, time.monotonic() + _STOP_WAIT
+    while pids := _members(sandbox_id, uids):
         if time.monotonic() > deadline:
             raise SandboxError(f"processes {sorted(pids)} of sandbox {sandbox_id} do not die")
         for pid in pids:
-            _kill(pid, uid)
+            _kill(pid, uids)
         time.sleep(0.01)
 
 
-def _members(sandbox_id: str, uid: int) -> set[int]:
-    """The sandbox's live processes: its cgroups' members, or the host's processes running as its uid."""
+def _members(sandbox_id: str, uids: set[int]) -> set[int]:
+    """The sandbox's live processes: its cgroups' members, or the host's processes running as its uids."""
     if groups := _cgroups(sandbox_id):
         pids: set[int] = set()
         for group in groups:
             with contextlib.suppress(FileNotFoundError):  # removed meanwhile by another close or reap
                 pids.update(map(int, (group / "cgroup.procs").read_text().split()))
         return pids
-    return {int(entry) for entry in os.listdir("/proc") if entry.isdigit() and _uid(int(entry)) == uid}
+    return {int(entry) for entry in os.listdir("/proc") if entry.isdigit() and _uid(int(entry)) in uids}
 
 
 def _uid(pid: int) -> int | None:
@@ -601,14 +574,14 @@ def _uid(pid: int) -> int | None:
     return None if fields["State"].split()[0] == "Z" else int(fields["Uid"].split()[0])
 
 
-def _kill(pid: int, uid: int) -> None:
-    """SIGKILL ``pid`` if it is still the sandbox's (a pidfd pins it, the uid proves it is no reused pid)."""
+def _kill(pid: int, uids: set[int]) -> None:
+    """SIGKILL ``pid`` if it is still the sandbox's (a pidfd pins it, its uid proves it is no reused pid)."""
     try:
         pidfd = os.pidfd_open(pid)
     except ProcessLookupError:
         return
     try:
-        if _uid(pid) == uid:
+        if _uid(pid) in uids:
             signal.pidfd_send_signal(pidfd, signal.SIGKILL)
     except ProcessLookupError:
         pass

@@ -4,7 +4,9 @@ names."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,6 +29,15 @@ def sandbox_of(backend: str) -> Iterator[Any]:
     for sandbox in opened:
         run(sandbox.close())
     assert not set(backend_module(backend).live()) & {s.id for s in opened}
+
+
+def mounts_under(folder: Path) -> list[str]:
+    """The host's mounts and loop devices whose paths are under ``folder`` (a sandbox's state folder)."""
+    found = Path("/proc/mounts").read_text().splitlines()
+    for backing in Path("/sys/block").glob("loop*/loop/backing_file"):
+        with contextlib.suppress(OSError):  # detached meanwhile
+            found.append(backing.read_text())
+    return [line for line in found if str(folder) in line]
 
 
 def run(coroutine: Any) -> Any:

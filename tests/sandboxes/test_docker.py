@@ -1,6 +1,7 @@
-"""Docker-specific checks: the container really carries its limits, images are content-addressed, ports are
-reachable from the host, what the commands do cannot bring the container down, and a container that dies
-under a sandbox is reported as such (killed from inside, or from outside)."""
+"""Docker-specific checks: the container really carries its limits (memory for the processes, a disk of its own
+for the files), images are content-addressed, ports are reachable from the host, what the commands do cannot
+bring the container down, and a container that dies under a sandbox is reported as such (killed from inside, or
+from outside)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ import gc
 import os
 import re
 import shutil
+import signal
 import socket
 import time
 import urllib.request
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -21,15 +24,17 @@ from agentgym.sandboxes import (
     SandboxError,
     SandboxKilledFromInside,
     SandboxUnavailable,
+    disk,
+    oom_kills,
     open_sandbox,
     reap,
 )
 from agentgym.sandboxes.base import LABEL, OWNER_LABEL, MiB, owner
-from agentgym.sandboxes.docker_engine import client
-from agentgym.sandboxes.docker_sandbox import SERVER_CAPS, SHM_MB, live
+from agentgym.sandboxes.docker_engine import client, engine_mount_refusal
+from agentgym.sandboxes.docker_sandbox import SERVER_CAPS, STATE_DIR, live
 from agentgym.sandboxes.images import DEFINITIONS, build_images, content_tag, image_tag, rootfs_tag
 from agentgym.sandboxes.pool import SandboxPool
-from tests.sandboxes.conftest import run
+from tests.sandboxes.conftest import mounts_under, run
 from tests.sandboxes.test_isolation import sandbox_of_a_killed_process
 from tests.sandboxes.test_pool import settle
 
@@ -59,19 +64,22 @@ def test_the_container_carries_every_limit_and_drops_every_privilege(opened):
     assert host["CapDrop"] == ["ALL"] and host["CapAdd"] == SERVER_CAPS == ["SETUID", "SETGID", "KILL"]
     assert host["SecurityOpt"] == ["no-new-privileges"]
     assert host["NetworkMode"] == "none"
-    memory = (300 + 200 + 2 * SHM_MB) * MiB  # what the disks and shared memory hold is memory too
-    assert (host["PidsLimit"], host["Memory"], host["MemorySwap"]) == (77, memory, memory)
-    assert "size=150m" in host["Tmpfs"]["/work"] and "size=50m" in host["Tmpfs"]["/tmp"]  # 200 MiB in all
-    assert host["ShmSize"] == SHM_MB * MiB and host["Sysctls"]["kernel.shmmax"] == str(SHM_MB * MiB)
+    assert (host["PidsLimit"], host["Memory"], host["MemorySwap"]) == (77, 300 * MiB, 300 * MiB)  # no more
+    disk_folder = STATE_DIR / sandbox.id / "disk"
+    assert sorted(host["Binds"]) == [f"{disk_folder}/tmp:/tmp:rw", f"{disk_folder}/work:/work:rw"]
+    assert not host.get("Tmpfs")
+    shm = 300 // 8 * MiB  # /dev/shm and System V shared memory: each an eighth of memory_mb, within it
+    assert host["ShmSize"] == shm and host["Sysctls"]["kernel.shmmax"] == str(shm)
     assert host["NanoCpus"] == 500_000_000 and host["Init"] is True
     assert attrs["Config"]["User"] == "0:0"  # the init and the exec server; the commands run as 1000
     assert attrs["Config"]["Labels"][LABEL] == "1" and attrs["Config"]["Labels"][OWNER_LABEL] == owner()
     assert attrs["Config"]["Image"] == image_tag("python")
-    inside = run(sandbox.exec("id -u; grep CapEff /proc/self/status; touch /etc/x 2>&1; echo ok > f; cat f",
-                              timeout=10))
+    inside = run(sandbox.exec("id -u; grep CapEff /proc/self/status; touch /etc/x 2>&1; echo ok > f; cat f;"
+                              " df -m --output=size /work /tmp | tail -n 2", timeout=10))
     lines = inside.stdout.splitlines()
     assert lines[0] == "1000" and lines[1].split() == ["CapEff:", "0000000000000000"]
     assert "Read-only file system" in lines[2] and lines[3] == "ok"
+    assert lines[4] == lines[5] and 180 < int(lines[4]) <= 200  # one file system of disk_mb for both
 
 
 def test_image_tags_are_content_hashes_and_an_unchanged_definition_is_not_rebuilt(docker_engine, monkeypatch):
@@ -147,12 +155,46 @@ def test_a_container_killed_from_outside_makes_the_next_exec_raise_sandbox_died(
     assert sandbox.id not in live()
 
 
-def test_the_container_removes_itself_when_the_process_that_made_it_is_killed(docker_engine):
+def disk_mounts(name: str) -> list[str]:
+    """The host's mounts and loop devices that belong to docker sandbox ``name``'s disk."""
+    return mounts_under(STATE_DIR / name)
+
+
+def test_the_container_removes_itself_when_the_process_that_made_it_is_killed_and_reap_its_disk(docker_engine):
     orphan = sandbox_of_a_killed_process("docker")
     deadline = time.monotonic() + 20
     while orphan in live() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert orphan not in live()
+    assert disk_mounts(orphan)  # only the process that made it unmounts it, or reap
+    assert reap(("docker",)) >= 1
+    assert not disk_mounts(orphan) and not (STATE_DIR / orphan).exists()
+
+
+def test_close_removes_the_container_then_unmounts_its_disk(opened):
+    sandbox = opened(disk_mb=32)
+    assert disk_mounts(sandbox.id)
+    run(sandbox.close())
+    assert sandbox.id not in live() and not disk_mounts(sandbox.id) and not (STATE_DIR / sandbox.id).exists()
+
+
+def test_where_no_disk_can_be_mounted_a_set_disk_mb_is_refused_and_the_default_is_kept_in_memory(
+        opened, monkeypatch):
+    monkeypatch.setattr(disk, "refusal", lambda: "mount: permission denied")
+    monkeypatch.setattr(disk, "_warned", set())
+    with pytest.raises(SandboxUnavailable, match="disk_mb=64 cannot be enforced here"):
+        opened(disk_mb=64)
+    with pytest.warns(RuntimeWarning, match="in memory, taking from memory_mb"):
+        sandbox = opened(memory_mb=96)
+    host = client().api.inspect_container(sandbox.id)["HostConfig"]
+    assert host["Memory"] == 96 * MiB and "size=96m" in host["Tmpfs"]["/work"] and not host["Binds"]
+    assert run(sandbox.exec("echo fine > f && cat f", timeout=10)).stdout == "fine\n"
+    assert not disk_mounts(sandbox.id)
+
+
+def test_an_engine_that_does_not_see_this_hosts_mounts_gets_no_disk(monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", "tcp://192.0.2.1:2375")
+    assert "is not on this host" in engine_mount_refusal()
 
 
 def test_reap_removes_the_containers_of_dead_owners_and_keeps_the_rest(docker_engine):
@@ -218,18 +260,41 @@ def test_no_command_can_signal_the_server_or_the_init(opened):
     assert run(sandbox.exec("cat /proc/self/oom_score_adj", timeout=10)).stdout.strip() == "1000"
 
 
-def test_a_full_disk_is_enospc_and_the_memory_of_processes_is_left_alone(opened):
-    sandbox = opened(memory_mb=64, disk_mb=64)
-    fill = ("for place in /work /tmp /dev/shm; do head -c 500M /dev/zero > $place/fill; echo $?; done;"
-            " df -m /work /tmp /dev/shm | tail -n 3")
-    full = run(sandbox.exec(fill, timeout=60))
-    assert full.stdout.splitlines()[:3] == ["1", "1", "1"] and full.stderr.count("No space left") == 3, full
+BOMB = """
+held = []
+while True:
+    chunk = bytearray(1 << 20)
+    chunk[::4096] = b"x" * len(chunk[::4096])
+    held.append(chunk)
+    print(len(held), flush=True)
+"""
+"""Takes memory a MiB at a time until it is killed, saying how many MiB it holds after each."""
+PEAK = "cat /sys/fs/cgroup/memory/memory.max_usage_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.peak"
+"""The most memory the container's cgroup has held (cgroup v1, else v2)."""
+
+
+def test_memory_mb_caps_the_processes_and_disk_mb_the_disk_neither_taking_from_the_other(opened):
+    """The disk is on the host's disk, not in memory: nearly all of it can be written with four times less memory
+    (what is written is in the page cache only until it reaches the disk), a write past it is ENOSPC, and a memory
+    bomb then still gets most of memory_mb and no more."""
+    sandbox = opened(memory_mb=128, disk_mb=512)
+    host = client().api.inspect_container(sandbox.id)["HostConfig"]
+    assert host["Memory"] == host["MemorySwap"] == 128 * MiB
+    fill = run(sandbox.exec("head -c 480M /dev/zero > big && echo wrote; head -c 64M /dev/zero > /tmp/more",
+                            timeout=300))
+    assert fill.stdout == "wrote\n" and fill.exit_code != 0 and "No space left on device" in fill.stderr, fill
+    assert run(sandbox.exec("stat -c %s big", timeout=30)).stdout == f"{480 * MiB}\n"
+    bomb = run(sandbox.exec(["python3", "-c", BOMB], timeout=120))
+    held = int(bomb.stdout.split()[-1])
+    assert bomb.exit_code == 137 and 64 <= held <= 128, (held, bomb.stderr)
+    assert int(run(sandbox.exec(PEAK, timeout=10)).stdout) <= 128 * MiB  # the server and the page cache included
+    shared = run(sandbox.exec("head -c 500M /dev/zero > /dev/shm/fill; df -m --output=size /dev/shm | tail -n 1",
+                              timeout=60))
+    assert "No space left on device" in shared.stderr and shared.stdout.split() == [str(128 // 8)], shared
     system_v = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
                 "print(libc.shmget(0, 500 << 20, 0o1600), ctypes.get_errno())")
     assert run(sandbox.exec(["python3", "-c", system_v], timeout=30)).stdout.split()[0] == "-1"
-    hog = "b = bytearray(48 << 20); b[::4096] = b'x' * len(b[::4096]); print('fine')"
-    assert run(sandbox.exec(["python3", "-c", hog], timeout=30)).stdout == "fine\n"  # memory_mb is still free
-    emptied = run(sandbox.exec("rm /work/fill /tmp/fill /dev/shm/fill && echo emptied", timeout=10))
+    emptied = run(sandbox.exec("rm big /dev/shm/fill && echo emptied", timeout=30))
     assert emptied.stdout == "emptied\n"
 
 
@@ -243,10 +308,42 @@ def test_a_container_killed_by_its_own_memory_limit_is_killed_from_inside(opened
         run(sandbox.exec("true", timeout=10))
 
 
-@pytest.mark.parametrize("outside", ["rm -f", "kill"])
+def test_a_command_that_makes_the_server_the_kernels_pick_brings_its_sandbox_down_from_inside(opened):
+    """With the disk out of memory, a container can still die of its own limit: a command may lower its pick to
+    the server's (no capability is needed down to 0) and hold its memory in processes smaller than the server."""
+    sandbox = opened(memory_mb=128)
+    small = "import time; b = bytearray(6 << 20); b[::4096] = b'x' * len(b[::4096]); time.sleep(60)"
+    with pytest.raises(SandboxKilledFromInside, match="ran out of memory"):
+        run(sandbox.exec(f"echo 0 > /proc/self/oom_score_adj; for i in $(seq 40); do python3 -c \"{small}\" & done;"
+                         " wait", timeout=60))
+
+
+def _exec_server_pid(container: str) -> int:
+    """The host pid of the container's exec server: its init's only child."""
+    init = client().api.inspect_container(container)["State"]["Pid"]
+    (server,) = Path(f"/proc/{init}/task/{init}/children").read_text().split()
+    return int(server)
+
+
+def test_where_the_kernels_log_cannot_be_read_a_death_by_the_memory_limit_is_the_infrastructures(
+        opened, monkeypatch):
+    monkeypatch.setattr(oom_kills, "KMSG", "/nonexistent/kmsg")  # as for a process that is not root
+    sandbox = opened(memory_mb=128, disk_mb=None)
+    with pytest.raises(SandboxDied, match="its container stopped") as raised:
+        for _ in range(5):
+            run(sandbox.exec("head -c 1000M /dev/zero > fill", timeout=30))
+    assert not isinstance(raised.value, SandboxKilledFromInside), raised.value
+
+
+@pytest.mark.parametrize("outside", ["rm -f", "kill", "kill -9 of its server on the host"])
 def test_a_container_killed_from_outside_is_not_killed_from_inside_even_after_running_out_of_memory(
         opened, outside):
-    sandbox = opened(memory_mb=64)
+    """Right after a command of the sandbox was killed for its memory limit, a death that the limit did not cause
+    is the infrastructure's: a kill from outside, with or without the engine's knowing (the kernel's log has
+    nothing about the server)."""
+    if outside == "kill -9 of its server on the host" and os.geteuid() != 0:
+        pytest.skip("killing a container's process on the host needs root")
+    sandbox = opened(memory_mb=64, disk_mb=64)
     hog = run(sandbox.exec(["python3", "-c", "b = bytearray(1 << 31); b[::4096] = b'x' * len(b[::4096])"],
                            timeout=60))
     assert hog.exit_code == 137  # an out-of-memory kill in the container, which lives on
@@ -256,8 +353,10 @@ def test_a_container_killed_from_outside_is_not_killed_from_inside_even_after_ru
         await asyncio.sleep(1)
         if outside == "kill":
             client().api.kill(sandbox.id)
-        else:
+        elif outside == "rm -f":
             client().api.remove_container(sandbox.id, force=True)
+        else:
+            os.kill(_exec_server_pid(sandbox.id), signal.SIGKILL)
         await command
 
     with pytest.raises(SandboxDied) as raised:

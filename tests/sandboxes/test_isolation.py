@@ -149,7 +149,7 @@ def test_no_process_inside_shows_the_hosts_environment(sandbox_of, monkeypatch):
 
 
 def test_memory_past_the_limit_kills_the_process_not_the_host(sandbox_of):
-    sandbox = sandbox_of(memory_mb=256, disk_mb=64)  # docker's limit adds the disks (in memory): 448 MiB
+    sandbox = sandbox_of(memory_mb=256, disk_mb=64)
     hog = "b = bytearray(1 << 30); b[::4096] = b'x' * len(b[::4096]); print('allocated')"
     result = run(sandbox.exec(["python3", "-c", hog], timeout=60))
     assert result.exit_code != 0 and "allocated" not in result.stdout

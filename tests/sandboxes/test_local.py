@@ -4,7 +4,6 @@ and that nothing it starts outlives :meth:`close`. The shared isolation tests ar
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import socket
@@ -23,11 +22,12 @@ from agentgym.sandboxes import (
     SandboxDied,
     SandboxError,
     SandboxUnavailable,
+    disk,
     local_sandbox,
     reap,
 )
 from agentgym.sandboxes.base import MiB
-from tests.sandboxes.conftest import run
+from tests.sandboxes.conftest import mounts_under, run
 from tests.sandboxes.test_isolation import sandbox_of_a_killed_process
 
 LOOK = textwrap.dedent("""
@@ -69,12 +69,7 @@ def sleeping(marker: str) -> list[psutil.Process]:
 
 def mounts_of(sandbox_id: str) -> list[str]:
     """The host's mounts and loop devices that belong to the sandbox."""
-    state = str(local_sandbox.STATE_DIR / sandbox_id)
-    found = Path("/proc/mounts").read_text().splitlines()
-    for backing in Path("/sys/block").glob("loop*/loop/backing_file"):
-        with contextlib.suppress(OSError):  # detached meanwhile
-            found.append(backing.read_text())
-    return [line for line in found if state in line]
+    return mounts_under(local_sandbox.STATE_DIR / sandbox_id)
 
 
 def host_disk_use(sandbox_id: str) -> int:
@@ -237,8 +232,8 @@ def test_close_unmounts_the_disk(sandbox_of):
 
 
 def test_where_no_disk_can_be_mounted_a_set_disk_mb_is_refused_and_the_default_warns(sandbox_of, monkeypatch):
-    monkeypatch.setattr(local_sandbox, "_disk_refusal", lambda: "mount: permission denied")
-    monkeypatch.setattr(local_sandbox, "_warned_no_disk_limit", False)
+    monkeypatch.setattr(disk, "refusal", lambda: "mount: permission denied")
+    monkeypatch.setattr(disk, "_warned", set())
     with pytest.raises(SandboxUnavailable, match="disk_mb=64"):
         sandbox_of(disk_mb=64)
     with pytest.warns(RuntimeWarning, match="no disk limit"):

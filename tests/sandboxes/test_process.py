@@ -60,6 +60,32 @@ def test_a_killed_process_reports_the_kill_and_refuses_input(sandbox_of):
         assert run(kill()) == (137, b"")
 
 
+def test_a_spawned_service_runs_as_another_user_whom_the_commands_cannot_kill(sandbox_of):
+    """An environment's service (an MCP server) lives on whatever the agent's shell does to every process it may
+    signal, and shares the work dir's files with the commands."""
+    sandbox = sandbox_of()
+    run(sandbox.write_file("state.txt", "from a command\n"))
+
+    async def attack():
+        service = await sandbox.spawn("id -u; id -g; cat state.txt; echo by the service >> state.txt;"
+                                      " while read line; do echo \"got $line\"; done")
+        seen = await _read_until(service, b"from a command\n")
+        commands = await sandbox.exec("id -u; id -g; kill -9 -1; pkill -9 -f 'read line'; pkill -9 -u 1001; true",
+                                      timeout=20)
+        assert service.returncode is None, service.stderr
+        await service.write(b"ping\n")
+        answer = await _read_until(service, b"got ping\n")
+        await service.close_stdin()
+        assert await _read_until(service, b"never") == b"" and await service.wait(20) == 0
+        return seen, commands, answer
+
+    seen, commands, answer = run(attack())
+    assert seen.split(b"\n")[:2] == [b"1001", b"1000"]
+    assert commands.stdout.split("\n")[:2] == ["1000", "1000"], commands
+    assert answer == b"got ping\n"
+    assert run(sandbox.read_file("state.txt")) == "from a command\nby the service\n"
+
+
 def test_closing_the_sandbox_ends_its_processes_and_refuses_new_ones(sandbox_of):
     sandbox = sandbox_of()
 
