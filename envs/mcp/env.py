@@ -1,6 +1,8 @@
 """Environments whose tools are an MCP server's (``agentgym[mcp]``): the server runs over stdio in the
 episode's sandbox (``docker`` or ``local``, from the shared pool), and the agent sees its tools with their
-own names, descriptions and JSON schemas, through the usual tool-call parsers, plus ``submit``.
+own names, descriptions and JSON schemas, through the usual tool-call parsers, plus ``submit``. The server is
+spawned as the sandbox's service (:meth:`~agentgym.sandboxes.Sandbox.spawn`): another user than the agent's
+commands, so that an environment which also gives the agent a shell cannot have it killed from there.
 
 The env author supplies the task and the reward, in a subclass (:meth:`McpEnv.make_task`,
 :meth:`McpEnv.verify`, :meth:`McpEnv.oracle_action`) or as functions (``tasks=``, ``verifier=``; a function

@@ -174,6 +174,19 @@ def test_a_killed_server_is_an_infrastructure_error(backend):
     assert "MCP server" in trajectory.error and "status 137" in trajectory.error
 
 
+async def _kill_everything_from_a_shell(env: McpEnv) -> None:
+    """What an agent given a shell could do to the server: kill every process it may signal (the shell too)."""
+    await env.sandbox.exec("pkill -9 python3; pkill -9 -f counter; kill -9 -1", timeout=20)
+
+
+def test_the_agents_shell_cannot_kill_the_server(backend):
+    """The server is a service of the environment, run as another user than the agent's commands."""
+    env = McpEnv(server=COUNTER, tasks=counter_task, verifier=counter_verifier, backend=backend, max_turns=3)
+    trajectory = _episode(env, _kill_everything_from_a_shell)
+    assert trajectory.status != "error", trajectory.error
+    assert [turn.observation[0].text for turn in trajectory.turns] == [f"The counter is {n}." for n in (1, 2, 3)]
+
+
 def test_a_server_that_crashes_in_a_tool_is_an_infrastructure_error(local):
     trajectory = _episode(counter_env(), _nothing, "crash")
     assert trajectory.status == "error"
