@@ -30,10 +30,12 @@ trap 'exit 143' TERM
 
 step() { printf '\n== %s  [%d s]\n' "$*" "$SECONDS" >&2; }
 fail() { echo "wheel check: $*" >&2; exit 1; }
-run() { step "$*"; timeout --kill-after=30 "$limit" "$@"; }
+# In the foreground (the script's process group), so that a Ctrl-C or a group's SIGTERM reaches the command too.
+bounded() { timeout --foreground --kill-after=30 "$limit" "$@"; }
+run() { step "$*"; bounded "$@"; }
 
 step "build the sdist and the wheel, and check their metadata"
-timeout "$limit" "$bin/python" -m build --outdir "$work/dist" "$root" >"$work/build.log" 2>&1 \
+bounded "$bin/python" -m build --outdir "$work/dist" "$root" >"$work/build.log" 2>&1 \
   || { cat "$work/build.log" >&2; fail "python -m build failed"; }
 "$bin/python" -m twine check --strict "$work"/dist/*
 wheels=("$work"/dist/agentgym-*.whl)
@@ -43,10 +45,10 @@ step "a new virtual environment outside the checkout, and torch $torch_version i
 "$bin/python" -m venv "$work/venv"
 venv="$work/venv/bin"
 pip=("$venv/python" -m pip install --quiet --disable-pip-version-check --no-compile)
-timeout "$limit" "${pip[@]}" "torch==$torch_version"
+bounded "${pip[@]}" "torch==$torch_version"
 step "pip install --dry-run $(basename "$wheel")[$extras] keeps that torch"
 # A resolver that replaced it would pull a CUDA build.
-timeout "$limit" "${pip[@]}" --dry-run --report "$work/plan.json" "$wheel[$extras]"
+bounded "${pip[@]}" --dry-run --report "$work/plan.json" "$wheel[$extras]"
 "$venv/python" - "$work/plan.json" <<'EOF'
 import json
 import sys
@@ -56,7 +58,7 @@ torches = [name for name in names if name.lower() in {"torch", "triton"} or name
 sys.exit(f"wheel check: installing the wheel would also install {', '.join(torches)}" if torches else 0)
 EOF
 step "pip install $(basename "$wheel")[$extras]"
-timeout "$limit" "${pip[@]}" "$wheel[$extras]"
+bounded "${pip[@]}" "$wheel[$extras]"
 
 step "from an empty folder, with only the new environment on the path"
 mkdir "$work/user"
