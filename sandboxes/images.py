@@ -11,6 +11,7 @@ fails, is interrupted or is terminated leaves no Debian root behind.
 from __future__ import annotations
 
 import fcntl
+import fnmatch
 import hashlib
 import os
 import re
@@ -45,6 +46,9 @@ LOCK_TIMEOUT = 3600.0
 """Seconds a builder waits for another process's build of the same image before it gives up."""
 WORKSPACE_PREFIX = "agentgym-rootfs-"
 HASH_LENGTH = 12
+BYTECODE = ("__pycache__", "*.pyc")
+"""What Python writes beside an image's files when an install compiles them: no part of the definition, so neither
+hashed nor built in."""
 _FROM = re.compile(rf"^(FROM\s+){REPOSITORY}/([a-z0-9][a-z0-9_.-]*)\s*$", re.IGNORECASE | re.MULTILINE)
 
 
@@ -69,11 +73,15 @@ def content_tag(name: str, definitions: Path = DEFINITIONS) -> str:
     """``agentgym/<name>:<hash>``: the tag the current definition of ``name`` builds to."""
     digest = hashlib.sha256(f"{name}\0{_parent_tag(name, definitions)}\0".encode())
     folder = _folder(name, definitions)
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and not _bytecode(p.relative_to(folder))):
         digest.update(f"{path.relative_to(folder).as_posix()}\0".encode() + path.read_bytes() + b"\0")
     for target, source in sorted(HOST_FILES.get(name, {}).items()):
         digest.update(f"{target}\0".encode() + _host_file(source).read_bytes() + b"\0")
     return f"{REPOSITORY}/{name}:{digest.hexdigest()[:HASH_LENGTH]}"
+
+
+def _bytecode(path: Path) -> bool:
+    return any(fnmatch.fnmatch(part, pattern) for part in path.parts for pattern in BYTECODE)
 
 
 def image_tag(name: str) -> str:
@@ -157,7 +165,8 @@ def _docker_build(name: str, tag: str, *, force: bool) -> None:
     parent = _parent(name, DEFINITIONS)
     parent_tag = _import_rootfs(force=force) if parent == ROOTFS else content_tag(parent)
     with tempfile.TemporaryDirectory(prefix=f"agentgym-build-{name}-") as context:
-        shutil.copytree(_folder(name, DEFINITIONS), context, dirs_exist_ok=True)
+        shutil.copytree(_folder(name, DEFINITIONS), context, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns(*BYTECODE))
         for target, source in HOST_FILES.get(name, {}).items():
             shutil.copyfile(_host_file(source), Path(context) / target)
         dockerfile = Path(context) / "Dockerfile"

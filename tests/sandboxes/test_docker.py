@@ -121,6 +121,16 @@ def test_a_tag_changes_with_the_bytes_of_its_definition_and_of_what_it_is_built_
     assert all(content_tag(name, copy) != after_shell[name] for name in names)
 
 
+def test_bytecode_written_beside_a_definition_changes_no_tag(tmp_path):
+    copy = tmp_path / "images"
+    shutil.copytree(DEFINITIONS, copy)
+    before = content_tag("desktop", copy)
+    (copy / "desktop" / "__pycache__").mkdir()
+    (copy / "desktop" / "__pycache__" / "desktop.cpython-311.pyc").write_bytes(b"compiled by an install")
+    (copy / "desktop" / "stray.pyc").write_bytes(b"compiled")
+    assert content_tag("desktop", copy) == before
+
+
 def test_expose_reaches_a_server_inside_a_networked_sandbox(opened):
     sandbox = opened(network=True)
     run(sandbox.write_file("hello.txt", "hello from inside"))
