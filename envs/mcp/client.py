@@ -130,9 +130,13 @@ class McpClient:
     async def close(self) -> None:
         """End the session and the server process (closing its input first, as MCP's shutdown asks)."""
         self._stop.set()
+        if not self._ready.done():
+            await self.process.stop()  # the handshake waits on the server: its end is what ends the wait
         if self._task is not None:
             with contextlib.suppress(Exception):
                 await self._task
+        if self._ready.done() and not self._ready.cancelled():
+            self._ready.exception()  # a failed start is reported by start(), not as an exception never retrieved
         await self.process.stop()
 
     async def _hold(self) -> None:

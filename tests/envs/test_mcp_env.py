@@ -202,7 +202,8 @@ def test_a_server_that_does_not_answer_in_time_is_an_infrastructure_error(local)
 
 
 def test_a_server_that_does_not_start_in_time_says_so(local):
-    silent = {"command": ["python3", "-c", "import time; time.sleep(60)"], "start_timeout": 1.0}
+    # It never exits by itself: the start gives up on it and stops it, rather than waiting for it to end.
+    silent = {"command": ["python3", "-c", "import time; time.sleep(10**6)"], "start_timeout": 1.0}
     with pytest.raises(McpServerError, match="did not finish starting within 1 s"):
         McpEnv(server=silent, tasks=counter_task, verifier=counter_verifier, backend="local")
 
