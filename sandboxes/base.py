@@ -192,8 +192,8 @@ class Sandbox(abc.ABC):
         ``FileNotFoundError``, ``IsADirectoryError`` or ``PermissionError`` as the sandbox sees them,
         ``ValueError`` past ``spec.file_limit``, and ``UnicodeDecodeError`` for text that is not UTF-8."""
         limit = self.spec.file_limit
-        result = await self._run(["python3", "-c", _READ, self._path(path), str(limit)], timeout=60,
-                                 limit=limit * 4 // 3 + 8)
+        result = await self._run(["python3", "-I", "-c", _READ, self._path(path), str(limit)], timeout=60,
+                                 limit=limit * 4 // 3 + 8, cwd="/")
         self._raise_file_error(result, path)
         data = base64.b64decode(result.stdout)
         return data.decode() if text else data
@@ -202,8 +202,8 @@ class Sandbox(abc.ABC):
         """Write ``content`` to ``path`` (relative to the work dir), creating parent directories. Raises
         ``PermissionError`` outside writable places, ``IsADirectoryError`` over a directory and ``OSError``
         when the disk is full (past ``spec.disk_mb``)."""
-        result = await self._run(["python3", "-c", _WRITE, self._path(path)], timeout=60, stdin=content,
-                                 limit=64 * 1024)
+        result = await self._run(["python3", "-I", "-c", _WRITE, self._path(path)], timeout=60, stdin=content,
+                                 limit=64 * 1024, cwd="/")
         self._raise_file_error(result, path)
 
     async def expose(self, port: int) -> str:

@@ -84,6 +84,23 @@ def test_files_round_trip_and_errors_are_the_builtin_ones(sandbox_of):
         run(sandbox.write_file("/usr/evil", "x"))  # the root file system is read-only
 
 
+def test_what_the_agent_leaves_in_its_work_dir_cannot_forge_or_void_a_file_transfer(sandbox_of):
+    sandbox = sandbox_of()
+    run(sandbox.write_file("answer.txt", "42"))
+    forged = "def b64encode(data):\n    return b'Zm9yZ2Vk'\n"  # 'forged', were this module imported
+    for module in ("base64", "os", "sys", "errno"):
+        run(sandbox.write_file(f"{module}.py", forged))
+    assert run(sandbox.read_file("answer.txt")) == "42"
+    run(sandbox.write_file("answer.txt", "43"))
+    assert run(sandbox.exec("cat answer.txt", timeout=10)).stdout == "43"
+
+    assert run(sandbox.exec(f"chmod 000 {sandbox.spec.workdir}", timeout=10)).ok  # closed to the agent itself
+    with pytest.raises(PermissionError):
+        run(sandbox.read_file("answer.txt"))
+    with pytest.raises(PermissionError):
+        run(sandbox.write_file("answer.txt", "44"))
+
+
 def test_no_network_neither_the_hosts_loopback_nor_outside(sandbox_of):
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
