@@ -37,6 +37,7 @@ from agentgym.sandboxes.pool import SandboxPool
 from tests.sandboxes.conftest import mounts_under, run
 from tests.sandboxes.test_isolation import sandbox_of_a_killed_process
 from tests.sandboxes.test_pool import settle
+from tests.waiting import until
 
 pytestmark = pytest.mark.docker
 
@@ -172,10 +173,7 @@ def disk_mounts(name: str) -> list[str]:
 
 def test_the_container_removes_itself_when_the_process_that_made_it_is_killed_and_reap_its_disk(docker_engine):
     orphan = sandbox_of_a_killed_process("docker")
-    deadline = time.monotonic() + 20
-    while orphan in live() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert orphan not in live()
+    until(lambda: orphan not in live(), "the orphaned container removed itself")
     assert disk_mounts(orphan)  # only the process that made it unmounts it, or reap
     assert reap(("docker",)) >= 1
     assert not disk_mounts(orphan) and not (STATE_DIR / orphan).exists()
@@ -359,8 +357,9 @@ def test_a_container_killed_from_outside_is_not_killed_from_inside_even_after_ru
     assert hog.exit_code == 137  # an out-of-memory kill in the container, which lives on
 
     async def killed_while_running() -> None:
-        command = asyncio.ensure_future(sandbox.exec("sleep 30", timeout=60))
-        await asyncio.sleep(1)
+        command = asyncio.ensure_future(sandbox.exec("sleep 300", timeout=600))
+        while not (await sandbox.exec("pgrep -x sleep || true", timeout=30)).stdout.strip():
+            await asyncio.sleep(0.05)  # until the command runs
         if outside == "kill":
             client().api.kill(sandbox.id)
         elif outside == "rm -f":
@@ -376,9 +375,9 @@ def test_a_container_killed_from_outside_is_not_killed_from_inside_even_after_ru
 
 def test_a_command_that_ignores_the_polite_stop_is_killed_and_counts_as_timed_out(opened):
     sandbox = opened()
-    result = run(sandbox.exec("trap '' TERM; sleep 60", timeout=1))
-    assert result.timed_out and result.duration < 6
-    assert run(sandbox.exec("ps -eo args | grep -c '^sleep 60' || true", timeout=10)).stdout.strip() == "0"
+    result = run(sandbox.exec("trap '' TERM; sleep 3600", timeout=1))
+    assert result.timed_out and result.duration < 60  # killed, not waited for
+    assert run(sandbox.exec("ps -eo args | grep -c '^sleep 3600' || true", timeout=10)).stdout.strip() == "0"
 
 
 def test_a_creation_cancelled_midway_leaves_no_container_and_no_socket(docker_engine):
@@ -396,10 +395,7 @@ def test_a_creation_cancelled_midway_leaves_no_container_and_no_socket(docker_en
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ResourceWarning)
         run(cancel_once_the_container_exists())
-        deadline = time.monotonic() + 20
-        while client().api.containers(all=True, filters=mine) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not client().api.containers(all=True, filters=mine)
+        until(lambda: not client().api.containers(all=True, filters=mine), "the cancelled creation's container is gone")
         gc.collect()
     assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
 

@@ -19,22 +19,30 @@ import pytest
 from agentgym.sandboxes import SandboxError, images
 
 BUILDER = textwrap.dedent("""
-    import sys, time
+    import fcntl, sys, time
     from pathlib import Path
     from agentgym.sandboxes.images import _once
 
     out, me, other = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+    take_lock = fcntl.flock
+
+    def flock(fd, operation):  # says when this builder found the lock held
+        try:
+            return take_lock(fd, operation)
+        except BlockingIOError:
+            (out / f"blocked-{me}").touch()
+            raise
+
+    fcntl.flock = flock
 
     def build(lock):
         with open(out / "builds", "a") as log:
             log.write(me + "\\n")
-        deadline = time.monotonic() + 30
-        while not (out / f"started-{other}").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(1.0)  # the other builder is at the lock by now
+        deadline = time.monotonic() + 60
+        while not (out / f"blocked-{other}").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the other builder waits at the lock this one holds
         (out / "image").touch()
 
-    (out / f"started-{me}").touch()
     _once("test-image", (out / "image").is_file, build)
 """)
 
@@ -60,6 +68,7 @@ def test_two_processes_building_the_same_image_build_it_once(tmp_path):
         assert builder.wait(timeout=60) == 0, builder.stderr.read()
         builder.stderr.close()
     assert len((tmp_path / "builds").read_text().splitlines()) == 1
+    assert len(list(tmp_path.glob("blocked-*"))) == 1  # the other builder waited, then found the image built
     assert (tmp_path / "cache" / "agentgym" / "locks" / "test-image.lock").is_file()
 
 

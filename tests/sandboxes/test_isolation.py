@@ -19,6 +19,7 @@ import pytest
 
 from agentgym.sandboxes import SandboxClosed, backend_module, reap
 from tests.sandboxes.conftest import run
+from tests.waiting import until
 
 CONNECT = textwrap.dedent("""
     import socket, sys
@@ -176,15 +177,16 @@ def test_memory_past_the_limit_kills_the_process_not_the_host(sandbox_of):
 
 def test_a_fork_bomb_hits_the_pids_limit_and_the_host_stays_responsive(sandbox_of):
     sandbox = sandbox_of(pids=64)
-    latencies: list[float] = []
+    baseline = len(psutil.pids())
+    counts: list[int] = []
+    spawned: list[int] = []
     done = threading.Event()
 
-    def probe() -> None:
+    def probe() -> None:  # the host still starts processes, and holds at most the bomb's share more than before
         while not done.is_set():
-            started = time.perf_counter()
-            subprocess.run(["true"], check=True)
-            latencies.append(time.perf_counter() - started)
-            time.sleep(0.1)
+            counts.append(len(psutil.pids()))
+            spawned.append(subprocess.run(["true"]).returncode)
+            time.sleep(0.05)
 
     prober = threading.Thread(target=probe)
     prober.start()
@@ -195,7 +197,8 @@ def test_a_fork_bomb_hits_the_pids_limit_and_the_host_stays_responsive(sandbox_o
         done.set()
         prober.join()
     assert result.timed_out or result.exit_code != 0 or "retry" in result.stderr or "fork" in result.stderr
-    assert max(latencies) < 2.0, max(latencies)
+    assert spawned and set(spawned) == {0}
+    assert max(counts) - baseline < 64 + 64, (baseline, max(counts))  # the limit, and what else the host runs
     after = run(sandbox.exec("ps -e --no-headers | wc -l", timeout=10))
     assert after.ok and int(after.stdout) < 10, after  # the bomb's processes are gone
 
@@ -204,10 +207,9 @@ def test_a_timeout_kills_the_whole_process_tree(sandbox_of):
     sandbox = sandbox_of()
     marker = str(900 + os.getpid() % 97)
     result = run(sandbox.exec(f"sleep {marker}1 & sleep {marker}2 & (sleep {marker}3 &); wait", timeout=1.5))
-    assert result.timed_out and 1.4 < result.duration < 6
-    time.sleep(0.5)
-    left = run(sandbox.exec(f"ps -eo args | grep -c '^sleep {marker}' || true", timeout=10))
-    assert left.stdout.strip() == "0"
+    assert result.timed_out and result.duration > 1.4  # not before its time; the sleeps would take hours
+    until(lambda: run(sandbox.exec(f"ps -eo args | grep -c '^sleep {marker}' || true", timeout=10)).stdout.strip()
+          == "0", "the timed-out command's sleeps are gone")
     on_host = [p for p in psutil.process_iter(["cmdline"]) if (p.info["cmdline"] or [""])[:1] == ["sleep"]
                and (p.info["cmdline"][1:2] or [""])[0].startswith(marker)]
     assert not on_host
@@ -217,7 +219,7 @@ def test_what_a_finished_command_left_running_is_killed_when_it_ends(sandbox_of)
     sandbox = sandbox_of()
     marker = str(800 + os.getpid() % 97)
     result = run(sandbox.exec(f"sleep {marker}1 & (sleep {marker}2 >/dev/null 2>&1 &); echo started", timeout=30))
-    assert result.ok and result.stdout == "started\n" and result.duration < 5
+    assert result.ok and result.stdout == "started\n" and result.duration < 60  # not after its sleeps' hours
     left = run(sandbox.exec(f"ps -eo args | grep -c '^sleep {marker}' || true", timeout=10))
     assert left.stdout.strip() == "0"
 

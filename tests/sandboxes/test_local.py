@@ -29,6 +29,7 @@ from agentgym.sandboxes import (
 from agentgym.sandboxes.base import MiB
 from tests.sandboxes.conftest import mounts_under, run
 from tests.sandboxes.test_isolation import sandbox_of_a_killed_process
+from tests.waiting import PATIENCE
 
 LOOK = textwrap.dedent("""
     import json, os, sys
@@ -79,7 +80,7 @@ def host_disk_use(sandbox_id: str) -> int:
     return sum(path.lstat().st_blocks * 512 for path in (state, *state.rglob("*")) if path.lstat().st_dev == device)
 
 
-async def until(condition: Callable[[], object], seconds: float = 10.0) -> None:
+async def until(condition: Callable[[], object], seconds: float = PATIENCE) -> None:
     """Poll ``condition`` (run in a thread) until it is true; fail after ``seconds``."""
     for _ in range(int(seconds / 0.1)):
         if await asyncio.to_thread(condition):
@@ -264,7 +265,7 @@ def _close_kills_escapees(sandbox: Sandbox, command: str, marker: str, escapees:
         running = asyncio.ensure_future(sandbox.exec(command, timeout=60))
         await until(lambda: len(sleeping(marker)) == escapees)
         await sandbox.close()
-        await until(lambda: not sleeping(marker), seconds=5)
+        await until(lambda: not sleeping(marker))
         with pytest.raises(SandboxClosed):
             await running
 

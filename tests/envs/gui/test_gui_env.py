@@ -4,7 +4,6 @@ observations, real screenshots, observations without the list, and a dead browse
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import io
 
@@ -20,6 +19,7 @@ from agentgym.errors import ToolError
 from agentgym.policies import OraclePolicy
 from agentgym.tasks import Task
 from tests.processes import children_named, kill_chromium
+from tests.waiting import until_async
 
 pytestmark = pytest.mark.browser
 
@@ -225,7 +225,7 @@ def test_a_killed_browser_is_an_infrastructure_error_and_the_next_episode_runs(l
         class KillingPolicy(OraclePolicy):
             async def act(self, env, messages, rng):
                 kill_chromium()
-                await asyncio.sleep(0.5)
+                await until_async(lambda: not env._browser.connected, "the browser's end is seen")
                 return await super().act(env, messages, rng)
 
         try:
@@ -239,7 +239,7 @@ def test_a_killed_browser_is_an_infrastructure_error_and_the_next_episode_runs(l
             assert after.status == "ok" and after.reward == 1.0, after.error
             await env.areset(seed=3)
             kill_chromium()
-            await asyncio.sleep(0.5)
+            await until_async(lambda: not env._browser.connected, "the browser's end is seen")
             with pytest.raises(BrowserCrashed):
                 await env.astep(env.format_call("click", x=100, y=100))
             with pytest.raises(BrowserCrashed):
