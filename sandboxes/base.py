@@ -10,9 +10,9 @@ from __future__ import annotations
 import abc
 import asyncio
 import base64
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Literal, Self, TypeVar, overload
@@ -31,8 +31,6 @@ OWNER_LABEL = "org.agentgym.owner"
 under; either dead makes it an orphan."""
 MiB = 1 << 20
 _S = TypeVar("_S")
-_MAKERS = ThreadPoolExecutor(thread_name_prefix="agentgym-sandbox-make")
-"""Where :func:`made_in_thread` runs a backend's blocking start; its threads finish before the interpreter exits."""
 
 
 class SandboxSpec(Config):
@@ -310,16 +308,29 @@ def owner_alive(label: str) -> bool:
 
 
 async def made_in_thread(make: Callable[[], _S], discard: Callable[[_S], None]) -> _S:
-    """What ``make()`` returns, made in a thread. Cancelled meanwhile (an interrupted command, a timeout), what it
-    makes is discarded there as soon as it exists, so that nothing made for a caller that left is left behind."""
-    making = _MAKERS.submit(make)
+    """What ``make()`` returns, made in a thread of the loop's executor. Cancelled meanwhile (an interrupted command,
+    a timeout), what it makes is discarded as soon as it exists, so that nothing made for a caller that left is left
+    behind."""
+    lock = threading.Lock()
+    made: list[_S] = []
+    left = False
+
+    def make_for_the_caller() -> _S:
+        sandbox = make()
+        with lock:
+            if left:
+                discard(sandbox)
+            else:
+                made.append(sandbox)
+        return sandbox
+
     try:
-        return await asyncio.wrap_future(making)
+        return await asyncio.to_thread(make_for_the_caller)
     except asyncio.CancelledError:
-        making.add_done_callback(lambda made: _discard(made, discard))
+        with lock:
+            left = True
+        for sandbox in made:  # made already, its answer dropped with the call
+            await asyncio.to_thread(discard, sandbox)
         raise
 
 
-def _discard(made: Future[_S], discard: Callable[[_S], None]) -> None:
-    if not made.cancelled() and made.exception() is None:
-        discard(made.result())

@@ -86,7 +86,6 @@ def test_inline_environments_share_one_loop_and_what_is_held_on_it():
         second.reset(seed=1)
         assert first.loop is second.loop and first.held is second.held
         assert Held.made == made + 1
-        assert first.loop is not asyncio.get_event_loop_policy().get_event_loop()
     finally:
         first.close()
         second.close()

@@ -98,6 +98,12 @@ def test_the_desktop_refuses_the_local_backend():
 
 # -- on the desktop, in docker sandboxes -------------------------------------------------------------------
 
+def _last_words(played: Any) -> list[tuple[str, str | None, str]]:
+    """What a failed episode's last turns did and were told (their actions, errors and the text answered)."""
+    return [(turn.action[-200:], turn.action_error, " ".join(m.text for m in turn.observation)[-300:])
+            for turn in played.turns[-3:]]
+
+
 async def _play(env: DesktopEnv, policy: TextPolicy, seed: int, difficulty: str) -> Any:
     return await run_episode(env, policy, Task(env_id=env.task.env_id, seed=seed, difficulty=difficulty))
 
@@ -125,7 +131,8 @@ def test_the_oracle_solves_every_task(docker_engine, every_difficulty):
             for i, name in enumerate(TASKS) for difficulty in DIFFICULTIES
             if every_difficulty or difficulty == DIFFICULTIES[i % len(DIFFICULTIES)]]
     played = asyncio.run(_play_all(jobs, seed=1))
-    failed = [(job[:2], t.status, t.error, t.reward) for job, t in zip(jobs, played, strict=True) if not t.success]
+    failed = [(job[:2], t.status, t.error, t.reward, _last_words(t)) for job, t in zip(jobs, played, strict=True)
+              if not t.success]
     assert not failed
 
 
