@@ -26,6 +26,7 @@ import yaml
 
 from agentgym.lifetime import COMMAND_ENV, process_label
 from agentgym.sandboxes.base import LABEL, OWNER_LABEL
+from tests.signals import with_default_stop_signals
 
 AGENTGYM = str(Path(sys.executable).with_name("agentgym"))
 READY_WITHIN = 240.0
@@ -94,7 +95,7 @@ def agentgym(tmp_path: Path) -> Iterator[Callable[..., Command]]:
     def start(*args: str, env: dict[str, str] | None = None) -> Command:
         log = tmp_path / f"command-{len(started)}.log"
         with log.open("wb") as out:
-            process = subprocess.Popen([AGENTGYM, *args], stdin=subprocess.DEVNULL, stdout=out,
+            process = subprocess.Popen(with_default_stop_signals([AGENTGYM, *args]), stdin=subprocess.DEVNULL, stdout=out,
                                        stderr=subprocess.STDOUT, cwd=tmp_path, start_new_session=True, env=env)
         started.append(Command(process, process_label(process.pid), log))
         return started[-1]

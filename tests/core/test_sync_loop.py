@@ -14,6 +14,7 @@ import pytest
 
 from agentgym import Env, Message, tool
 from agentgym.loop_shared import LoopShared
+from tests.signals import interruptible
 from tests.waiting import until
 
 
@@ -121,7 +122,7 @@ def test_an_interrupted_call_is_cancelled_and_unwinds_before_the_interrupt_is_ra
     interrupter = threading.Thread(target=interrupt)
     interrupter.start()
     try:
-        with pytest.raises(KeyboardInterrupt):
+        with interruptible(), pytest.raises(KeyboardInterrupt):
             env.reset(seed=0)
         assert Stuck.unwound.is_set()
     finally:
