@@ -175,10 +175,6 @@ def _latr(rollout_sampling: str, args: tuple[str, ...], engine: str | None, samp
     if engine is None:
         raise ValueError("--sampling latr grows trees from a model's token distributions; evaluate a model "
                          "(--engine torch or vllm with --model), not a reference --policy")
-    growers = [name for name in ENGINES if hasattr(engine_class(name), "generate_tree")]
-    if engine not in growers:
-        raise ValueError(f"--sampling latr needs an engine that grows trees ({', '.join(growers)}); "
-                         f"the {engine} engine does not")
     overrides: dict[str, Any] = {}
     for arg in args:
         key, sep, value = arg.partition("=")
@@ -194,6 +190,10 @@ def _latr(rollout_sampling: str, args: tuple[str, ...], engine: str | None, samp
         first = exc.errors()[0]
         key = str(first["loc"][0]) if first["loc"] else "latr"
         raise ValueError(f"--latr {key}: {first['msg']}") from None
+    if not hasattr(engine_class(engine), "generate_tree"):  # after the settings: an engine imports torch
+        growers = [name for name in ENGINES if hasattr(engine_class(name), "generate_tree")]
+        raise ValueError(f"--sampling latr needs an engine that grows trees ({', '.join(growers)}); "
+                         f"the {engine} engine does not")
     width = latr.width(samples, 0)
     if width < 2:
         click.echo(f"warning: --sampling latr with --samples {samples}: the tree holds {width} episode(s) "
