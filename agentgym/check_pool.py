@@ -6,14 +6,16 @@ Gymnasium's checker records warnings through process-wide state; adapted games s
 (TextArena), which two checks at once in one process would draw from in turn and so fail determinism; and an
 environment that takes its process down takes only its worker with it.
 
-Workers end with the command: interrupted (Ctrl-C, SIGTERM), :func:`check_envs` stops each worker, which unwinds
-its check and so closes the environment's sandboxes and browser; and a worker whose parent died gets SIGTERM from
-the kernel and does the same (:mod:`agentgym.lifetime`).
+A worker keeps its Chromium between checks (starting one takes about a CPU-second, a tenth of a MiniWoB++ check);
+each environment still gets fresh browser contexts. Workers end with the command: interrupted (Ctrl-C, SIGTERM),
+:func:`check_envs` stops each worker, which unwinds its check and so closes the environment's sandboxes and the
+browser; and a worker whose parent died gets SIGTERM from the kernel and does the same (:mod:`agentgym.lifetime`).
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.util
 import os
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -21,9 +23,11 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
+from agentgym import sync_loop
 from agentgym.checker import chosen_checks, run_checks
 from agentgym.errors import EnvCheckError
 from agentgym.lifetime import run_in_worker, worker_init
+from agentgym.loop_shared import close_idle, keep_idle
 from agentgym.registration import EnvSpec, make
 
 HEAVY_TAGS = ("browser", "sandbox")
@@ -31,6 +35,8 @@ HEAVY_TAGS = ("browser", "sandbox")
 HEAVY_CHECK_BYTES = 1 << 30
 """The memory one check of a :data:`HEAVY_TAGS` environment may take with what it runs (a Chromium and its
 Playwright driver take about 0.5 GiB)."""
+KEPT_BETWEEN_CHECKS = "chromium"
+"""The key under which the web and GUI environments share their Chromium (:mod:`agentgym.loop_shared`)."""
 STOP_GRACE = 20.0
 """Seconds a worker told to stop has to close its environment before it is killed."""
 
@@ -102,6 +108,29 @@ def check_one(env_spec: EnvSpec, episodes: int, only: Collection[str] | None = N
                         skipped=tuple(report.skipped), failures=tuple(failure_lines(report.failed)))
 
 
+def check_in_worker(env_spec: EnvSpec, episodes: int, only: Collection[str] | None = None) -> CheckOutcome:
+    """:func:`check_one` in a pool worker, which keeps its Chromium from one check to the next and closes it as it
+    exits: at the end of the pool, or stopped by a signal once the check has unwound."""
+    global _keeping
+    if not _keeping:
+        _keeping = True
+        keep_idle(KEPT_BETWEEN_CHECKS)
+        multiprocessing.util.Finalize(None, _close_kept, exitpriority=0)
+    try:
+        return check_one(env_spec, episodes, only)
+    except SystemExit:
+        _close_kept()
+        raise
+
+
+_keeping = False
+"""Whether this process keeps its Chromium between checks (it is a check worker)."""
+
+
+def _close_kept() -> None:
+    sync_loop.run(close_idle())
+
+
 def check_envs(specs: Sequence[EnvSpec], *, episodes: int, concurrency: int, only: Collection[str] | None = None,
                limits: Mapping[str, int] | None = None,
                on_outcome: Callable[[CheckOutcome], None] | None = None) -> list[CheckOutcome]:
@@ -128,7 +157,7 @@ def check_envs(specs: Sequence[EnvSpec], *, episodes: int, concurrency: int, onl
         while waiting or running:
             for index in _startable(specs, waiting, list(running.values()), alone, concurrency, limits):
                 waiting.remove(index)
-                running[pool.submit(run_in_worker, check_one, specs[index], episodes, only)] = index
+                running[pool.submit(run_in_worker, check_in_worker, specs[index], episodes, only)] = index
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             if any(isinstance(future.exception(), BrokenProcessPool) for future in done):
                 done, _ = wait(running)  # the pool fails every check it was running: take them all, start afresh

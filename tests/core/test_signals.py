@@ -24,6 +24,7 @@ import psutil
 import pytest
 import yaml
 
+from agentgym.envs.web.orphans import BROWSER_SWITCH
 from agentgym.lifetime import COMMAND_ENV, process_label
 from agentgym.sandboxes.base import LABEL, OWNER_LABEL
 from tests.signals import with_default_stop_signals
@@ -200,6 +201,38 @@ def test_a_check_worker_whose_command_was_killed_stops_too(docker_engine, agentg
     command = agentgym("check", "tools/Shell-v0", "--concurrency", "1")
     command.wait_for("container of its worker", lambda: containers_of(command.label))
     assert command.stop(signal.SIGKILL) == -signal.SIGKILL
+
+
+def browsers_of(processes: list[psutil.Process]) -> set[str]:
+    """The ids of the agentgym browsers whose Chromium processes are among ``processes``."""
+    ids = set()
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            ids.update(arg.removeprefix(BROWSER_SWITCH) for arg in process.cmdline() if arg.startswith(BROWSER_SWITCH))
+    return ids
+
+
+@pytest.mark.browser
+def test_a_check_worker_keeps_one_chromium_from_check_to_check_and_closes_it_at_the_end(agentgym):
+    command = agentgym("check", "gui/ClickButton-v0", "gui/ChooseRadio-v0", "--concurrency", "1", "--only",
+                       "gymnasium")
+    seen: dict[int, psutil.Process] = {}
+    browsers: set[str] = set()
+    while command.process.poll() is None:
+        descendants = command.descendants()
+        seen.update((p.pid, p) for p in descendants)
+        browsers |= browsers_of(descendants)
+        time.sleep(0.1)
+    assert command.process.returncode == 0, command.output()
+    assert len(browsers) == 1, command.output()
+    assert not command.leftovers(list(seen.values()))
+
+
+@pytest.mark.browser
+def test_check_closes_the_chromium_its_worker_keeps_on_sigterm(agentgym):
+    command = agentgym("check", "gui/ClickButton-v0", "gui/ChooseRadio-v0", "--concurrency", "1")
+    command.wait_for("Chromium", lambda: descendant_named(command, "chrom"))
+    assert command.stop(signal.SIGTERM) == 128 + signal.SIGTERM
 
 
 # -- sandboxes and browsers in the command's own process -----------------------------------------------------------
