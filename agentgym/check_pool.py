@@ -6,8 +6,8 @@ Gymnasium's checker records warnings through process-wide state; adapted games s
 (TextArena), which two checks at once in one process would draw from in turn and so fail determinism; and an
 environment that takes its process down takes only its worker with it.
 
-A worker keeps its Chromium between checks (starting one takes about a CPU-second, a tenth of a MiniWoB++ check);
-each environment still gets fresh browser contexts. Workers end with the command: interrupted (Ctrl-C, SIGTERM),
+A worker keeps its Chromium between checks (starting one, with its spare contexts, was 15% of a MiniWoB++ check's
+CPU); each environment still gets fresh browser contexts. Workers end with the command: interrupted (Ctrl-C, SIGTERM),
 :func:`check_envs` stops each worker, which unwinds its check and so closes the environment's sandboxes and the
 browser; and a worker whose parent died gets SIGTERM from the kernel and does the same (:mod:`agentgym.lifetime`).
 """
@@ -108,6 +108,10 @@ def check_one(env_spec: EnvSpec, episodes: int, only: Collection[str] | None = N
                         skipped=tuple(report.skipped), failures=tuple(failure_lines(report.failed)))
 
 
+_keeping = False
+"""Whether this process keeps its Chromium between checks (it is a check worker)."""
+
+
 def check_in_worker(env_spec: EnvSpec, episodes: int, only: Collection[str] | None = None) -> CheckOutcome:
     """:func:`check_one` in a pool worker, which keeps its Chromium from one check to the next and closes it as it
     exits: at the end of the pool, or stopped by a signal once the check has unwound."""
@@ -121,10 +125,6 @@ def check_in_worker(env_spec: EnvSpec, episodes: int, only: Collection[str] | No
     except SystemExit:
         _close_kept()
         raise
-
-
-_keeping = False
-"""Whether this process keeps its Chromium between checks (it is a check worker)."""
 
 
 def _close_kept() -> None:
