@@ -275,6 +275,11 @@ class TrainConfig(Config):
                 self.trainer.parallel == "fsdp":
             raise ValueError("algorithm.vcpo.grad_norm: exact takes a backward pass per trajectory through a rank's "
                              "whole model, which fsdp shards; use logits under trainer.strategy fsdp")
+        if self.rollout.sampling == "latr" and self.engine.name == "vllm" and \
+                (self.sampling.temperature != 1.0 or self.sampling.top_p != 1.0):
+            raise ValueError("sampling.temperature: LATR on the vllm engine records its tree tokens' untempered "
+                             "logprobs, the behaviour policy's only at temperature 1 and top_p 1, so the off-policy "
+                             "correction would be wrong; sample at 1 and 1, or use engine.name=torch")
         if self.mux.address is not None and self.trainer.colocate:
             raise ValueError("trainer.colocate: a multiplexed job trains on its group's training pool, apart "
                              "from the rollout pool")

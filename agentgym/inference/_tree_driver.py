@@ -147,10 +147,12 @@ async def grow_tree(
     *,
     eos_ids: Collection[int],
     vocab_size: int,
+    math_ids: Collection[int] = frozenset(),
 ) -> TreeResult:
-    """Grow a LATR tree of at most ``width`` branches from ``request`` on ``engine`` (see the module doc)."""
+    """Grow a LATR tree of at most ``width`` branches from ``request`` on ``engine`` (see the module doc);
+    ``math_ids`` are the tokens at which a fork is never pruned."""
     sampling = request.sampling
-    search = TreeSearch(params, width, eos_ids, sampling.max_tokens)
+    search = TreeSearch(params, width, eos_ids, sampling.max_tokens, math_ids)
     readings = {0: _Reading()}
     counts = _Counts()
     version = engine.version

@@ -55,7 +55,7 @@ from agentgym.inference._prefix_cache import CachedPrefix, PrefixCache
 from agentgym.inference._torch_loading import eos_token_ids, load_model, load_state, move, read_checkpoint
 from agentgym.inference._tree_run import TreeRun
 from agentgym.inference.sampling import sample_token, sampling_logprobs
-from agentgym.inference.tree import LatrParams, TreeSearch, branch_seed
+from agentgym.inference.tree import LatrParams, TreeSearch, branch_seed, math_token_ids
 from agentgym.inference.types import (
     EngineStats,
     FinishReason,
@@ -205,7 +205,7 @@ class TorchEngine:
         loop = asyncio.get_running_loop()
         run = None
         if tree is not None:
-            search = TreeSearch(tree[0], tree[1], self.eos_token_ids, sampling.max_tokens)
+            search = TreeSearch(tree[0], tree[1], self.eos_token_ids, sampling.max_tokens, math_token_ids(self._tokenizer))
             run = TreeRun(search=search, seed=seed, future=loop.create_future(), loop=loop)
         seq = Sequence(
             request=request,

@@ -4,9 +4,10 @@ A prompt's tree starts as one branch, the root, decoded greedily. At each step e
 top-k tokens of its untempered next-token distribution: the top token stays with the branch, and a candidate
 ``i >= 1`` starts a new branch when ``p_i > tau_abs`` and ``p_0 - p_i < tau_rel`` (:func:`branch_tokens`), as
 long as the tree has fewer than ``width`` branches. A child is compared with its parent over the tokens both
-generated since the fork, at each lookahead age (20, 30 and 50 tokens by default): when their normalised edit
-distance is under the threshold, the child and its descendants are pruned. Spans that hold an end token are
-never pruned. The tree phase ends when the tree is full (or finished) and every branch is older than the
+generated since the fork, at each lookahead age (20, 30 and 50 tokens by default): when they stayed close
+(:mod:`agentgym.inference.similarity`: edit distance per token under its threshold by default; suffix match or
+ROUGE-L as options), the child and its descendants are pruned. Spans that hold an end token, and forks at a math
+token, are never pruned. The tree phase ends when the tree is full (or finished) and every branch is older than the
 longest lookahead, or at the forced step; the engine then continues each branch by ordinary sampling.
 
 :class:`TreeSearch` holds that state machine and decides; an engine feeds it each step's top-k and carries its
@@ -16,16 +17,21 @@ Departures from LATR's code (``model/generation.py``, ``model/sample_filter.py``
 prompt, not once for the whole batch, so a prompt's branches go on sampling while others still branch (an
 engine with continuous batching has no batch-wide step); a tree with fewer than ``width`` branches is not
 filled with copies of its first branch: the caller adds fresh samples. A candidate outside the sampling
-nucleus never branches (the policy could not have sampled it).
+nucleus never branches (the policy could not have sampled it). LATR's math exemption filters its list of
+comparisons but zips the result with the unfiltered list of branch ids, so its decisions can land on the wrong
+branches; here each decision is taken on its own branch.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from agentgym.inference.similarity import look_alike
 
 LATR_WIDTH_SCHEDULE = {0: 1.0, 10: 0.75, 20: 0.5, 80: 0.25, 200: 0.0}
 """LATR's η over training steps on Countdown: the share of each group grown as a tree."""
@@ -44,10 +50,16 @@ class LatrParams(BaseModel):
     """... and only when the top token is less than this much more likely."""
     lookahead: tuple[int, ...] = (20, 30, 50)
     """Ages (tokens since the fork) at which a child is compared with its parent."""
-    prune_measure: Literal["edit_distance"] = "edit_distance"
-    """How a child is compared with its parent: Levenshtein distance over tokens, divided by the age."""
-    prune_threshold: float = Field(0.4, gt=0.0, le=1.0)
-    """A child closer to its parent than this is pruned."""
+    prune_threshold: float | None = Field(0.4, gt=0.0, le=1.0)
+    """A child whose edit distance to its parent, per token since the fork, is below this is pruned (``None``:
+    not measured; LATR's ``rollout_filter_edit_dist_thres``)."""
+    suffix_match_threshold: float | None = Field(None, ge=0.0, lt=1.0)
+    """... or whose span ends as one of its parent's does, over more than this share of it (LATR's math runs: 0.2)."""
+    rouge_l_threshold: float | None = Field(None, ge=0.0, lt=1.0)
+    """... or whose ROUGE-L with its parent's span is above this (LATR's math runs: 0.5)."""
+    keep_math_symbols: bool = True
+    """A fork at a math token (its text, or its parent's there, only digits and ``+-*/\\<>=()[]{}_^&%$``) is
+    never pruned: ``21+5`` and ``21+6`` are close in edits but not in value (LATR's ``keep_math_symbols``)."""
     exit_fill: float = Field(0.98, gt=0.0, le=1.0)
     """The tree counts as full at ``round(width * fill)`` branches (``return_nb_thres_init``) ..."""
     exit_fill_decay: float = Field(0.05, ge=0.0, le=1.0)
@@ -90,15 +102,17 @@ def branch_tokens(top_ids: Sequence[int], top_probs: Sequence[float], params: La
             if p > params.tau_abs and first - p < params.tau_rel]
 
 
-def edit_distance(a: Sequence[int], b: Sequence[int]) -> int:
-    """Levenshtein distance between two token sequences (insertions, deletions and substitutions cost 1)."""
-    previous = list(range(len(b) + 1))
-    for i, x in enumerate(a, 1):
-        current = [i]
-        for j, y in enumerate(b, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y)))
-        previous = current
-    return previous[-1]
+MATH_SYMBOLS = frozenset("+-*/\\<>=()[]{}_^&%$0123456789")
+"""LATR's ``math_core_symbols``: a token made only of these (once stripped) is a math token."""
+
+
+@functools.lru_cache(maxsize=4)
+def math_token_ids(tokenizer: Any) -> frozenset[int]:
+    """The ids of ``tokenizer``'s math tokens: their text, stripped, is not empty and is only :data:`MATH_SYMBOLS`
+    (LATR tests ``text in math_core_symbols``, a substring test that also exempts whitespace and misses ``21``);
+    computed once per tokenizer."""
+    texts = tokenizer.batch_decode([[index] for index in range(len(tokenizer))])
+    return frozenset(index for index, text in enumerate(texts) if text.strip() and set(text.strip()) <= MATH_SYMBOLS)
 
 
 def branch_seed(seed: int, branch: int) -> int:
@@ -136,12 +150,15 @@ class TreeSearch:
     """LATR's tree phase for one prompt (see the module doc). Branch ids are stable: 0 is the root, each fork
     takes the next id, and a pruned id is never reused."""
 
-    def __init__(self, params: LatrParams, width: int, eos_ids: Collection[int], max_tokens: int) -> None:
+    def __init__(self, params: LatrParams, width: int, eos_ids: Collection[int], max_tokens: int,
+                 math_ids: Collection[int] = frozenset()) -> None:
         if width < 1:
             raise ValueError(f"a tree needs a width of at least 1, got {width}")
         self.params = params
         self.width = width
         self.eos_ids = frozenset(eos_ids)
+        self.math_ids = frozenset(math_ids) if params.keep_math_symbols else frozenset()
+        """Tokens at which a fork is never pruned (:func:`math_token_ids`; none unless ``keep_math_symbols``)."""
         self.max_tokens = max_tokens
         self.branches: dict[int, Branch] = {0: Branch(parent=None, birth=0, tokens=[])}
         self.step = 0
@@ -204,7 +221,8 @@ class TreeSearch:
         self.exited = self._over()
 
     def _prune(self) -> list[int]:
-        """Remove children that stayed within the edit threshold of their parent at a lookahead age."""
+        """Remove children that stayed close to their parent at a lookahead age (:func:`look_alike`), unless they
+        forked at a math token."""
         doomed: list[int] = []
         for index, branch in self.branches.items():
             age = self.step - branch.birth
@@ -214,7 +232,10 @@ class TreeSearch:
             if branch.done or parent.done:
                 continue  # a span that ends is never pruned (LATR pads an ended row with its end token)
             mine, theirs = branch.tokens[branch.birth:], parent.tokens[branch.birth:]
-            if edit_distance(mine, theirs) / age < self.params.prune_threshold:
+            if mine[0] in self.math_ids or theirs[0] in self.math_ids:
+                continue
+            if look_alike(mine, theirs, edit=self.params.prune_threshold, suffix=self.params.suffix_match_threshold,
+                          rouge=self.params.rouge_l_threshold):
                 doomed.append(index)
         removed: list[int] = []
         for index in doomed:

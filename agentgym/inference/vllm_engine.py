@@ -37,7 +37,7 @@ from typing import Any
 from agentgym.inference._clock import RequestClock
 from agentgym.inference._torch_loading import read_checkpoint
 from agentgym.inference._tree_driver import GreedyChunk, grow_tree
-from agentgym.inference.tree import LatrParams
+from agentgym.inference.tree import LatrParams, math_token_ids
 from agentgym.inference.types import (
     EngineStats,
     FinishReason,
@@ -187,7 +187,8 @@ class VLLMEngine:
         if self._closed:
             raise RuntimeError("the vllm engine is closed")
         return await grow_tree(self, request, params, width, eos_ids=self._eos_ids,
-                               vocab_size=self._llm.model_config.get_vocab_size())
+                               vocab_size=self._llm.model_config.get_vocab_size(),
+                               math_ids=math_token_ids(self._tokenizer))
 
     async def _run(self, request: GenerationRequest, *, top_k: int) -> tuple[GenerationResult, _Progress]:
         """Generate one response (with the top ``top_k`` of each position where ``top_k`` > 0), continuing it under

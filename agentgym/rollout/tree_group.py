@@ -5,9 +5,12 @@ The group's tree starts as one episode. Turn by turn, every live episode answers
 own answer is the first branch, and each other branch becomes a new episode forked from it before this turn (the
 environment copied where it forks natively, else replayed and checked: :func:`agentgym.afork_episode`), while
 the group has fewer than ``width`` episodes. A child is compared with its parent ``turn_window`` turns after its
-birth: when its actions since the fork are within the edit threshold of the parent's (over their tokens), or it
-sees what its parent sees, it is pruned with its descendants. The tree phase ends when the group is full and
-every child is older than the window, or at ``forced_turn``; each episode then plays on by ordinary sampling.
+birth, by what each decided since the fork: a turn's decision is its parsed calls (names and arguments, whatever
+the call format), so two texts that make the same moves are the same decision. When the child's decisions stayed
+close to its parent's (:func:`~agentgym.inference.similarity.look_alike` over decisions, one per turn: at the
+default window of 2 and edit threshold of 0.4, only identical ones), or it sees what its parent sees, it is pruned
+with its descendants. The tree phase ends when the group is full and every child is older than the window, or
+at ``forced_turn``; each episode then plays on by ordinary sampling.
 
 Whatever ends the group abnormally (a replay that diverges, the engine shutting down, the episode time limit)
 marks every unfinished episode ``error`` with its cause, as :func:`~agentgym.episode.run_episode` does. The
@@ -17,7 +20,9 @@ caller fills the rest of the group with fresh stochastic episodes, never with co
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,13 +31,31 @@ from agentgym.core import Env
 from agentgym.episode import Timeouts, _Episode
 from agentgym.episode_fork import afork_episode
 from agentgym.errors import ContextLimit, EpisodeTimeout
-from agentgym.inference.tree import edit_distance
+from agentgym.inference.similarity import look_alike
+from agentgym.inference.tree import LatrParams
 from agentgym.messages import Message
 from agentgym.policies.lm import LMPolicy, TokenSession
 from agentgym.rollout.config import TreeRollout
 from agentgym.rollout.pool import EnvPool
 from agentgym.tasks import Task
-from agentgym.trajectory import Trajectory
+from agentgym.trajectory import Trajectory, Turn
+
+Decision = tuple[tuple[str, str], ...]
+"""What the agent decided in one turn: its calls as (name, arguments as sorted JSON), in order; none for a turn
+whose text held no call that could be read."""
+
+
+def decision(turn: Turn) -> Decision:
+    """The decision of ``turn``: the same for any text, in any call format, that makes the same calls."""
+    return tuple((call.name, json.dumps(call.arguments, sort_keys=True, default=str)) for call in turn.tool_calls)
+
+
+def decided_alike(mine: Sequence[Turn], theirs: Sequence[Turn], settings: LatrParams) -> bool:
+    """Whether a child's turns since its fork decided as its parent's did, by the measures ``settings`` gives
+    thresholds to (:func:`~agentgym.inference.similarity.look_alike`, over decisions rather than tokens)."""
+    return look_alike([decision(turn) for turn in mine], [decision(turn) for turn in theirs],
+                      edit=settings.prune_threshold, suffix=settings.suffix_match_threshold,
+                      rouge=settings.rouge_l_threshold)
 
 
 @dataclass
@@ -47,7 +70,6 @@ class _Seat:
     """The turn whose answer was its first own one (0 for the root)."""
     observations: list[list[Message]] = field(default_factory=list)
     actions: list[str] = field(default_factory=list)
-    action_ids: list[list[int]] = field(default_factory=list)
     done: bool = False
     children: list[int] = field(default_factory=list)
 
@@ -160,7 +182,6 @@ class _Tree:
             seat = self.seats[index]
             action = seat.session.take(result)
             seat.actions.append(action)
-            seat.action_ids.append(result.token_ids)
             seat.done = await seat.episode.apply(action, seconds)
             seat.observations.append(seat.trajectory.turns[-1].observation)
         self.turn += 1
@@ -176,22 +197,20 @@ class _Tree:
         trajectory = parent.trajectory.model_copy(deep=True)
         trajectory.info.update(branch=self.made, parent=index, fork_turn=self.turn)
         return _Seat(env, parent.session.fork(self._rng(self.made)), self._episode(env, trajectory), index, self.turn,
-                     observations=list(parent.observations), actions=list(parent.actions),
-                     action_ids=list(parent.action_ids))
+                     observations=list(parent.observations), actions=list(parent.actions))
 
     def _look_alikes(self) -> list[int]:
-        """Children ``turn_window`` turns old that stayed close to their parent: actions since the fork within the
-        edit threshold over their tokens, or (where the settings say so) the same observation now."""
+        """Children ``turn_window`` turns old that stayed close to their parent: decisions since the fork alike
+        (:func:`decided_alike`), or (where the settings say so) the same observation now."""
         doomed = []
         for index, seat in self.seats.items():
             parent = self.seats.get(seat.parent) if seat.parent is not None else None
             if parent is None or self.turn - seat.birth != self.settings.turn_window or seat.done or parent.done:
                 continue
-            mine = [t for ids in seat.action_ids[seat.birth:] for t in ids]
-            theirs = [t for ids in parent.action_ids[seat.birth:] for t in ids]
-            close = edit_distance(mine, theirs) / max(len(mine), len(theirs), 1) < self.settings.prune_threshold
+            alike = decided_alike(seat.trajectory.turns[seat.birth:], parent.trajectory.turns[seat.birth:],
+                                  self.settings)
             same = self.settings.prune_same_observation and seat.observations[-1] == parent.observations[-1]
-            if close or same:
+            if alike or same:
                 doomed.append(index)
         return doomed
 

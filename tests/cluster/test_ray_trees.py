@@ -29,7 +29,7 @@ from tests.trainers.test_train_latr import EAGER
 
 pytestmark = pytest.mark.ray
 
-APART = TreeRollout(tau_abs=1e-4, tau_rel=1.0, turn_window=2, forced_turn=4, prune_threshold=1e-6,
+APART = TreeRollout(tau_abs=1e-4, tau_rel=1.0, turn_window=2, forced_turn=4, prune_threshold=None,
                     prune_same_observation=False)
 """Settings under which the untrained tiny model branches at once and no branch is pruned (each differs from its
 parent at its fork), so a tree fills its width."""

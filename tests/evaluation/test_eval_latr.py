@@ -20,7 +20,7 @@ from agentgym.trajectory import Status, Trajectory
 from tests.evaluation.test_cli import agentgym, last_json
 
 BRANCHING = ["--latr", "tau_abs=1e-4", "--latr", "tau_rel=1.0", "--latr", "turn_window=1", "--latr", "forced_turn=3",
-             "--latr", "prune_same_observation=false", "--latr", "prune_threshold=1e-6",
+             "--latr", "prune_same_observation=false", "--latr", "prune_threshold=null",
              "--latr", "width_schedule={0: 0.75}"]
 """The untrained tiny model branches at every turn (its distributions are flat), no branch is pruned, and 3 of
 the 4 samples grow as the tree: the fourth is a stochastic episode beside it."""

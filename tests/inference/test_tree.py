@@ -1,5 +1,5 @@
-"""LATR's tree phase: the branch rule on crafted distributions, the width cap, the η schedule, pruning by
-edit distance with the end-token exemption, the exit; then the torch engine's forks, whose copied KV rows
+"""LATR's tree phase: the branch rule on crafted distributions, the width cap, the η schedule, pruning by each
+measure with the end-token and math-token exemptions, the exit; then the torch engine's forks, whose copied KV rows
 give the logits a fresh prefill gives."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from transformers import AutoModelForCausalLM
 from agentgym.inference._batch import KVBatch
 from agentgym.inference.sampling import sampling_logprobs
 from agentgym.inference.torch_engine import TorchEngine
-from agentgym.inference.tree import LatrParams, TreeSearch, branch_tokens, edit_distance
+from agentgym.inference.tree import LatrParams, TreeSearch, branch_tokens, math_token_ids
 from agentgym.inference.types import GenerationRequest, SamplingParams
 from tests.waiting import until_async
 
@@ -73,32 +73,15 @@ def test_the_width_follows_latrs_schedule():
         ({"lookahead": (0, 20)}, "lookahead"),
         ({"width_schedule": {10: 0.5}}, "width_schedule"),
         ({"width_schedule": {0: 1.5}}, "width_schedule"),
-        ({"prune_measure": "rouge"}, "prune_measure"),
+        ({"prune_measure": "rouge"}, "prune_measure"),  # not a setting: each measure has its own threshold
+        ({"rouge_l_threshold": 1.0}, "rouge_l_threshold"),
+        ({"suffix_match_threshold": -0.1}, "suffix_match_threshold"),
         ({"branch_factor": 3}, "branch_factor"),
     ],
 )
 def test_bad_settings_are_refused_naming_the_key(settings, key):
     with pytest.raises(ValidationError, match=key):
         LatrParams(**settings)
-
-
-# ---- edit distance ------------------------------------------------------------------------------------
-
-
-def test_edit_distance_against_hand_computed_values():
-    assert edit_distance([1, 2, 3], [1, 2, 3]) == 0
-    assert edit_distance([1, 2, 3], [1, 9, 3]) == 1  # one substitution
-    assert edit_distance([1, 2, 3, 4], [2, 3, 4, 5]) == 2  # one deletion, one insertion
-    assert edit_distance([], [4, 5]) == 2
-    assert edit_distance([5, 6, 7], [7, 6, 5]) == 2
-
-
-@given(st.lists(st.integers(0, 4), max_size=12), st.lists(st.integers(0, 4), max_size=12))
-def test_edit_distance_is_symmetric_and_bounded(a, b):
-    distance = edit_distance(a, b)
-    assert distance == edit_distance(b, a)
-    assert abs(len(a) - len(b)) <= distance <= max(len(a), len(b))
-    assert (distance == 0) == (a == b)
 
 
 # ---- the tree phase on crafted steps ---------------------------------------------------------------------
@@ -135,6 +118,33 @@ def test_a_child_that_stays_close_to_its_parent_is_pruned_with_its_descendants()
     decision = tree2.advance({0: top(3, 0, False), 1: top(3, 0, False), 2: top(8, 0, False)})
     # [2, 3, 3, 3] vs [1, 3, 3, 3]: 1 edit in 4, 0.25 < 0.4: the child goes, and its child 2 with it
     assert sorted(decision.pruned) == [1, 2] and set(tree2.branches) == {0} and tree2.pruned == 2
+
+
+def test_a_fork_at_a_math_token_is_never_pruned_and_the_others_are():
+    """``21+5`` against ``21+6`` differs in one token of many, but in value: with the exemption the child stays,
+    without it it goes; a fork elsewhere goes either way. Each decision lands on its own branch."""
+    def grow(keep: bool) -> set[int]:
+        params = LatrParams(lookahead=(4,), keep_math_symbols=keep)
+        tree = TreeSearch(params, width=3, eos_ids={EOS}, max_tokens=200, math_ids={5, 6})
+        tree.advance({0: top(5, 6, True)})  # child 1 forks at a math token
+        tree.advance({0: top(3, 0, False), 1: top(3, 0, False)})
+        tree.advance({0: top(7, 8, True), 1: top(7, 0, False)})  # child 2 forks at a plain token
+        for _ in range(3):
+            tree.advance({index: top(3, 0, False) for index in tree.live()})
+        return set(tree.branches)
+
+    assert grow(keep=True) == {0, 1}  # 1 (6 3 7 3 vs 5 3 7 3) kept; 2 (8 3 3 3 vs 7 3 3 3) pruned at age 4
+    assert grow(keep=False) == {0}
+
+
+def test_the_math_tokens_of_a_tokenizer(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    ids = math_token_ids(tokenizer)
+    assert set(tokenizer.encode("21+5=(26)*1", add_special_tokens=False)) <= ids
+    assert not set(tokenizer.encode("the cat, a\n ", add_special_tokens=False)) & ids  # no whitespace either
+    assert math_token_ids(tokenizer) is ids  # computed once
 
 
 def test_a_span_that_reaches_the_end_token_is_never_pruned():

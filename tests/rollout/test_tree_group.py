@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 
 import numpy as np
 import pytest
@@ -17,8 +18,9 @@ from agentgym.policies.lm import LMPolicy
 from agentgym.registration import _registry
 from agentgym.rollout.config import TreeRollout
 from agentgym.rollout.pool import EnvPool
-from agentgym.rollout.tree_group import play_tree_group
+from agentgym.rollout.tree_group import decided_alike, decision, play_tree_group
 from agentgym.tasks import Task
+from agentgym.trajectory import Turn
 from tests.conftest import CounterEnv
 
 EAGER = TreeRollout(tau_abs=1e-4, tau_rel=1.0, turn_window=2, forced_turn=4)
@@ -48,7 +50,7 @@ def play(policy: LMPolicy, width: int, settings: TreeRollout = EAGER, seed: int 
 
 
 def test_forked_episodes_share_their_parents_history_up_to_the_fork(policy):
-    apart = EAGER.model_copy(update={"prune_threshold": 1e-6, "prune_same_observation": False})
+    apart = EAGER.model_copy(update={"prune_threshold": None, "prune_same_observation": False})
     trajectories = play(policy, width=4, settings=apart)  # the untrained model's actions all fail alike
     assert 2 <= len(trajectories) <= 4
     root = trajectories[0]
@@ -124,3 +126,78 @@ def test_a_fork_whose_replay_diverges_fails_the_tree_naming_why(policy):
         _registry.pop(spec.id, None)
     assert trajectories and all(t.status == "error" for t in trajectories)
     assert "diverged from the parent episode at the reset" in trajectories[0].error
+
+
+# ---- pruning by decision: what the agent did, not the text around it ------------------------------------------
+
+
+def turns(env_id: str, actions: list[str], parser: str = "pythonic", **kwargs) -> list[Turn]:
+    """The turns a real ``env_id`` records for ``actions`` from its reset with seed 5."""
+    env = agentgym.make(env_id, parser=parser, **kwargs)
+    try:
+        env.reset(seed=5)
+        played = []
+        for action in actions:
+            observation, reward, _, _, info = env.step(action)
+            played.append(Turn(action=action, tool_calls=info["tool_calls"], observation=observation, reward=reward))
+        return played
+    finally:
+        env.close()
+
+
+def hermes(name: str, **arguments) -> str:
+    return f'<tool_call>{json.dumps({"name": name, "arguments": arguments})}</tool_call>'
+
+
+def test_a_decision_is_the_same_whatever_the_call_format():
+    up = [decision(turn) for turn in turns("games/FrozenLake-v0", ['move(direction="up")', "move('up')",
+                                                                   '  [move( direction = "up" )]  '])]
+    up.append(decision(turns("games/FrozenLake-v0", [hermes("move", direction="up")], parser="hermes")[0]))
+    assert up == [(("move", '{"direction": "up"}'),)] * 4
+    assert decision(turns("games/FrozenLake-v0", ['move(direction="down")'])[0]) != up[0]
+    assert decision(turns("games/FrozenLake-v0", ["I would go up"])[0]) == ()  # no call read: no move made
+
+
+# Per environment: the parent's actions, a child's that make the same calls in other words, a child's that differ.
+DECISIONS = {
+    "games/FrozenLake-v0": (['move(direction="right")', 'move(direction="down")'],
+                            ["move('right')", '[move(direction="down")]'],
+                            ['move(direction="right")', 'move(direction="up")']),
+    "games/Sokoban-v0": (['move(direction="left")', 'move(direction="up")'],
+                         ["move('left')", "move( 'up' )"],
+                         ['move(direction="down")', 'move(direction="up")']),
+    "tools/Calculator-v0": (['calculator(expression="12*7")', 'answer(value=84)'],
+                            ["calculator('12*7')", "answer(84)"],
+                            ['calculator(expression="12*7")', 'answer(value=85)']),
+}
+
+
+@pytest.mark.parametrize("env_id", sorted(DECISIONS))
+def test_children_that_decided_alike_are_pruned_and_those_that_did_not_survive(env_id):
+    """LATR's default thresholds, over decisions: at the default window of two turns the edit threshold (0.4)
+    prunes only a child whose every move matched its parent's."""
+    parent, same, other = (turns(env_id, actions) for actions in DECISIONS[env_id])
+    settings = TreeRollout()
+    assert [turn.action for turn in same] != [turn.action for turn in parent]  # other texts ...
+    assert decided_alike(same, parent, settings)  # ... the same moves: pruned
+    assert not decided_alike(other, parent, settings)  # one move of two differs: it survives
+    assert decided_alike(other, parent, settings.model_copy(update={"prune_threshold": 0.6}))  # 0.5 < 0.6
+    rouge = settings.model_copy(update={"prune_threshold": None, "rouge_l_threshold": 0.5})
+    assert decided_alike(same, parent, rouge) and not decided_alike(other, parent, rouge)  # ROUGE-L 1.0 and 0.5
+
+
+def test_every_child_compared_and_kept_decided_otherwise_than_its_parent(policy):
+    """LATR's default thresholds in a played tree: the untrained model's texts rarely hold a call, so most children
+    decide alike (nothing) and go; a child still playing at its window and kept must have moved otherwise."""
+    settings = EAGER.model_copy(update={"prune_same_observation": False, "forced_turn": 5})
+    pruned = 0
+    for seed in (7, 8, 9):
+        trajectories = play(policy, width=4, settings=settings, seed=seed)
+        pruned += trajectories[0].info["tree"]["pruned"]
+        by_branch = {t.info["branch"]: t for t in trajectories}
+        for child in trajectories[1:]:
+            parent, birth = by_branch[child.info["parent"]], child.info["fork_turn"]
+            end = birth + settings.turn_window
+            if len(child.turns) > end and len(parent.turns) > end:  # both played past the window: compared
+                assert not decided_alike(child.turns[birth:end], parent.turns[birth:end], settings)
+    assert pruned > 0

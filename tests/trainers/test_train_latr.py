@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 import torch
 
 from agentgym.inference.torch_engine import TorchEngine
@@ -43,7 +44,7 @@ def test_each_leaf_trains_as_a_full_trajectory_over_the_prefix_it_shares(tiny_mo
     and versions there, and its own advantage: a shared token is trained once per leaf through it."""
     engine = TorchEngine(tiny_model_dir, seed=0)
     policy = LMPolicy(engine, SamplingParams(temperature=1.0, max_tokens=10))
-    apart = TreeRollout(**{**EAGER, "forced_turn": 2, "prune_same_observation": False, "prune_threshold": 1e-6})
+    apart = TreeRollout(**{**EAGER, "forced_turn": 2, "prune_same_observation": False, "prune_threshold": None})
 
     async def tree():
         pool = EnvPool("games/FrozenLake-v0", {"parser": "pythonic", "max_turns": 4})
@@ -76,3 +77,18 @@ def test_each_leaf_trains_as_a_full_trajectory_over_the_prefix_it_shares(tiny_mo
             assert torch.equal(getattr(batch, name)[mine, span], getattr(batch, name)[theirs, span])
         shared_agent_tokens += int(batch.loss_mask[mine, span].sum())
     assert shared_agent_tokens > 0  # some child shares trained tokens with its parent, and trains them again
+
+
+@pytest.mark.parametrize("sampling", [["sampling.temperature=0.7"], ["sampling.top_p=0.9"]])
+def test_latr_on_vllm_away_from_temperature_1_is_refused_naming_the_key(sampling):
+    """vLLM's tree tokens carry untempered logprobs: right for the correction only at temperature 1, top_p 1."""
+    from agentgym.config import load_config
+    from agentgym.errors import ConfigError
+    from agentgym.trainers.config import TrainConfig
+    from tests.trainers.envs import VOWELS_ID
+
+    base = ["output_dir=unused", "model.path=unused", f"env.id={VOWELS_ID}", "rollout.sampling=latr"]
+    load_config(TrainConfig, None, [*base, "engine.name=vllm"])  # fits at temperature 1
+    load_config(TrainConfig, None, [*base, *sampling])  # the torch engine records the sampling distribution's
+    with pytest.raises(ConfigError, match=r"sampling\.temperature: LATR on the vllm engine"):
+        load_config(TrainConfig, None, [*base, "engine.name=vllm", *sampling])
