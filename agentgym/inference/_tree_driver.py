@@ -25,7 +25,7 @@ from collections.abc import Collection, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from agentgym.inference.tree import LatrParams, TreeSearch, branch_seed
+from agentgym.inference.tree import ExitBatch, LatrParams, TreeSearch, branch_seed
 from agentgym.inference.types import (
     FinishReason,
     GenerationRequest,
@@ -148,30 +148,32 @@ async def grow_tree(
     eos_ids: Collection[int],
     vocab_size: int,
     math_ids: Collection[int] = frozenset(),
+    batch: ExitBatch | None = None,
 ) -> TreeResult:
     """Grow a LATR tree of at most ``width`` branches from ``request`` on ``engine`` (see the module doc);
-    ``math_ids`` are the tokens at which a fork is never pruned."""
+    ``math_ids`` are the tokens at which a fork is never pruned, ``batch`` the engine's trees (``exit_scope``)."""
     sampling = request.sampling
-    search = TreeSearch(params, width, eos_ids, sampling.max_tokens, math_ids)
+    search = TreeSearch(params, width, eos_ids, sampling.max_tokens, math_ids, batch)
     readings = {0: _Reading()}
     counts = _Counts()
     version = engine.version
-    while not search.exited:
-        await _read_ahead(engine, request, search, readings, counts)
-        if engine.version != version:  # checked after the read-ahead: no tree token comes from the new weights
-            search.end()
-            break
-        if any(reading.stops == "abort" for reading in readings.values()):
-            for index in search.live():
-                readings[index].finish = "abort"
-            search.end()
-            break
-        for index in search.live():  # a chunk with nothing to read: the engine ended the branch where it was
-            if not readings[index].ahead and readings[index].stops is not None:
-                readings[index].finish = readings[index].stops
-                search.finish(index)
-        if not search.exited:
-            _step(search, readings, counts, sampling, vocab_size)
+    try:
+        while not search.exited:
+            await _read_ahead(engine, request, search, readings, counts)
+            if engine.version != version:  # checked after the read-ahead: no tree token comes from the new weights
+                break
+            if any(reading.stops == "abort" for reading in readings.values()):
+                for index in search.live():
+                    readings[index].finish = "abort"
+                break
+            for index in search.live():  # a chunk with nothing to read: the engine ended the branch where it was
+                if not readings[index].ahead and readings[index].stops is not None:
+                    readings[index].finish = readings[index].stops
+                    search.finish(index)
+            if not search.exited:
+                _step(search, readings, counts, sampling, vocab_size)
+    finally:
+        search.end()  # ended here, however the loop was left: out of its exit batch too
     return await _sample_on(engine, request, search, readings, counts)
 
 

@@ -55,7 +55,7 @@ from agentgym.inference._prefix_cache import CachedPrefix, PrefixCache
 from agentgym.inference._torch_loading import eos_token_ids, load_model, load_state, move, read_checkpoint
 from agentgym.inference._tree_run import TreeRun
 from agentgym.inference.sampling import sample_token, sampling_logprobs
-from agentgym.inference.tree import LatrParams, TreeSearch, branch_seed, math_token_ids
+from agentgym.inference.tree import ExitBatch, LatrParams, TreeSearch, branch_seed, math_token_ids
 from agentgym.inference.types import (
     EngineStats,
     FinishReason,
@@ -104,6 +104,7 @@ class TorchEngine:
         self._vocab_size = int(cast(torch.nn.Embedding, self.model.get_input_embeddings()).num_embeddings)
         self._rng = random.Random(seed)
         self._version = 0
+        self._exit_batch = ExitBatch()
 
         self._cond = threading.Condition()
         self._incoming: deque[Sequence] = deque()
@@ -205,7 +206,8 @@ class TorchEngine:
         loop = asyncio.get_running_loop()
         run = None
         if tree is not None:
-            search = TreeSearch(tree[0], tree[1], self.eos_token_ids, sampling.max_tokens, math_token_ids(self._tokenizer))
+            search = TreeSearch(tree[0], tree[1], self.eos_token_ids, sampling.max_tokens, math_token_ids(self._tokenizer),
+                                self._exit_batch)
             run = TreeRun(search=search, seed=seed, future=loop.create_future(), loop=loop)
         seq = Sequence(
             request=request,
@@ -359,6 +361,9 @@ class TorchEngine:
         self._active, self._batch = [], None
 
     def _drop_cancelled(self) -> None:
+        for seq in [*self._waiting, *self._active]:
+            if seq.tree is not None and seq.tree.cancelled:
+                seq.tree.search.end()  # out of its exit batch, which must not wait for it
         self._waiting = deque(seq for seq in self._waiting if not seq.dropped)
         keep = [row for row, seq in enumerate(self._active) if not seq.dropped]
         if len(keep) < len(self._active):

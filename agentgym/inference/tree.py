@@ -13,9 +13,10 @@ longest lookahead, or at the forced step; the engine then continues each branch 
 :class:`TreeSearch` holds that state machine and decides; an engine feeds it each step's top-k and carries its
 decisions out (the torch engine copies KV rows for a fork and drops rows it prunes).
 
-Departures from LATR's code (``model/generation.py``, ``model/sample_filter.py``): the exit is decided per
-prompt, not once for the whole batch, so a prompt's branches go on sampling while others still branch (an
-engine with continuous batching has no batch-wide step); a tree with fewer than ``width`` branches is not
+Departures from LATR's code (``model/generation.py``, ``model/sample_filter.py``): by default the exit is decided
+per prompt, not once for the whole batch, so a prompt's branches go on sampling while others still branch;
+``exit_scope: batch`` decides it for the trees an engine grows together (an engine with continuous batching has
+no batch-wide step: a tree that arrives while a batch waits joins it); a tree with fewer than ``width`` branches is not
 filled with copies of its first branch: the caller adds fresh samples. A candidate outside the sampling
 nucleus never branches (the policy could not have sampled it). LATR's math exemption filters its list of
 comparisons but zips the result with the unfiltered list of branch ids, so its decisions can land on the wrong
@@ -25,9 +26,10 @@ branches; here each decision is taken on its own branch.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -66,6 +68,9 @@ class LatrParams(BaseModel):
     """... less this share of ``exit_fill`` per ``max_tokens`` generated (``return_nb_thres_decay``)."""
     forced_exit: int = Field(512, ge=1)
     """The tree phase ends at this step whatever its state (``force_return_step``)."""
+    exit_scope: Literal["prompt", "batch"] = "prompt"
+    """``prompt``: each tree's phase ends when it is full and old; ``batch`` (LATR's code): a ready tree goes on
+    branching until every tree the engine grows with it is ready, and they end together (:class:`ExitBatch`)."""
     width_schedule: dict[int, float] = Field(default_factory=lambda: dict(LATR_WIDTH_SCHEDULE))
     """η by training step: from each step on, ``round(group_size * η)`` of a group grow as one tree."""
 
@@ -121,6 +126,48 @@ def branch_seed(seed: int, branch: int) -> int:
     return hash((seed, branch)) & (2**63 - 1)
 
 
+class ExitBatch:
+    """The trees an engine grows together, for ``exit_scope: batch``: a tree that joins goes into the current batch,
+    or a new one once the current batch's trees have been told to end. A batch ends when every tree still in it is
+    ready (full, with every branch past the longest lookahead); a tree that ends otherwise (forced, finished,
+    stopped by the engine) leaves it. Thread-safe: a tree may join from the caller's thread while the engine's
+    worker steps the others."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ready: dict[int, dict[int, bool]] = {0: {}}
+        """Per batch, whether each tree in it is ready, by the tree's ``id``."""
+        self._fired: set[int] = set()
+        self._current = 0
+
+    def join(self, tree: TreeSearch) -> int:
+        """Put ``tree`` in the current batch; the batch's number."""
+        with self._lock:
+            if self._current in self._fired:
+                self._current += 1
+                self._ready[self._current] = {}
+            self._ready[self._current][id(tree)] = False
+            return self._current
+
+    def ready(self, tree: TreeSearch, batch: int, ready: bool) -> bool:
+        """Record whether ``tree`` of ``batch`` is ready; whether the batch ends (now or before)."""
+        with self._lock:
+            members = self._ready[batch]
+            members[id(tree)] = ready
+            if all(members.values()):
+                self._fired.add(batch)
+            return batch in self._fired
+
+    def leave(self, tree: TreeSearch, batch: int) -> None:
+        """Take ``tree`` out of ``batch`` (its phase ended); a batch that has ended and emptied is forgotten."""
+        with self._lock:
+            members = self._ready.get(batch, {})
+            members.pop(id(tree), None)
+            if not members and batch != self._current:
+                self._ready.pop(batch, None)
+                self._fired.discard(batch)
+
+
 @dataclass
 class Branch:
     """One branch of a tree: its parent, the step it was born at and its whole response so far (the prefix it
@@ -151,7 +198,9 @@ class TreeSearch:
     takes the next id, and a pruned id is never reused."""
 
     def __init__(self, params: LatrParams, width: int, eos_ids: Collection[int], max_tokens: int,
-                 math_ids: Collection[int] = frozenset()) -> None:
+                 math_ids: Collection[int] = frozenset(), batch: ExitBatch | None = None) -> None:
+        """``math_ids``: the tokenizer's :func:`math_token_ids`; ``batch``: the engine's trees, which this one joins
+        under ``exit_scope: batch`` (without it, a tree is its own batch)."""
         if width < 1:
             raise ValueError(f"a tree needs a width of at least 1, got {width}")
         self.params = params
@@ -168,6 +217,8 @@ class TreeSearch:
         self.pruned = 0
         self.suppressed = 0
         self._next_id = 1
+        self._batch = batch if params.exit_scope == "batch" else None
+        self._batch_number = self._batch.join(self) if self._batch is not None else 0
 
     def live(self) -> list[int]:
         """The branches still generating, in id order."""
@@ -208,17 +259,19 @@ class TreeSearch:
         pruned = self._prune()
         self.made += len(forks)
         self.suppressed += suppressed
-        self.exited = self._over()
+        if self._over():
+            self._exit()
         return Decision(forks=forks, pruned=pruned, suppressed=suppressed)
 
     def end(self) -> None:
-        """End the tree phase now (the engine can no longer step the branches together)."""
-        self.exited = True
+        """End the tree phase now (the engine can no longer step the branches together, or the caller left)."""
+        self._exit()
 
     def finish(self, index: int) -> None:
         """Mark a branch done before its end token (the engine stopped it: a stop string, the context)."""
         self.branches[index].done = True
-        self.exited = self._over()
+        if self._over():
+            self._exit()
 
     def _prune(self) -> list[int]:
         """Remove children that stayed close to their parent at a lookahead age (:func:`look_alike`), unless they
@@ -254,11 +307,16 @@ class TreeSearch:
         return removed
 
     def _over(self) -> bool:
-        """Whether the tree phase ends now: forced, or full (all its branches finished counts as full) with
-        every branch older than the longest lookahead."""
+        """Whether the tree phase ends now: forced or finished, or ready (full, with every branch older than the
+        longest lookahead) and, under ``exit_scope: batch``, its batch ready too."""
         if self.step >= self.params.forced_exit or not self.live():
             return True
         fill = self.params.exit_fill - self.params.exit_fill_decay * self.step / self.max_tokens
-        if len(self.branches) < round(self.width * fill):
-            return False
-        return all(self.step - branch.birth > max(self.params.lookahead) for branch in self.branches.values())
+        ready = len(self.branches) >= round(self.width * fill) and all(
+            self.step - branch.birth > max(self.params.lookahead) for branch in self.branches.values())
+        return ready if self._batch is None else self._batch.ready(self, self._batch_number, ready)
+
+    def _exit(self) -> None:
+        if not self.exited and self._batch is not None:
+            self._batch.leave(self, self._batch_number)
+        self.exited = True

@@ -37,7 +37,7 @@ from typing import Any
 from agentgym.inference._clock import RequestClock
 from agentgym.inference._torch_loading import read_checkpoint
 from agentgym.inference._tree_driver import GreedyChunk, grow_tree
-from agentgym.inference.tree import LatrParams, math_token_ids
+from agentgym.inference.tree import ExitBatch, LatrParams, math_token_ids
 from agentgym.inference.types import (
     EngineStats,
     FinishReason,
@@ -151,6 +151,7 @@ class VLLMEngine:
         self._update_lock = asyncio.Lock()
         self._segments: set[asyncio.Task[FinishReason | None]] = set()
         self._clock = RequestClock()
+        self._exit_batch = ExitBatch()
 
     @property
     def version(self) -> int:
@@ -188,7 +189,7 @@ class VLLMEngine:
             raise RuntimeError("the vllm engine is closed")
         return await grow_tree(self, request, params, width, eos_ids=self._eos_ids,
                                vocab_size=self._llm.model_config.get_vocab_size(),
-                               math_ids=math_token_ids(self._tokenizer))
+                               math_ids=math_token_ids(self._tokenizer), batch=self._exit_batch)
 
     async def _run(self, request: GenerationRequest, *, top_k: int) -> tuple[GenerationResult, _Progress]:
         """Generate one response (with the top ``top_k`` of each position where ``top_k`` > 0), continuing it under

@@ -16,7 +16,7 @@ from transformers import AutoModelForCausalLM
 from agentgym.inference._batch import KVBatch
 from agentgym.inference.sampling import sampling_logprobs
 from agentgym.inference.torch_engine import TorchEngine
-from agentgym.inference.tree import LatrParams, TreeSearch, branch_tokens, math_token_ids
+from agentgym.inference.tree import ExitBatch, LatrParams, TreeSearch, branch_tokens, math_token_ids
 from agentgym.inference.types import GenerationRequest, SamplingParams
 from tests.waiting import until_async
 
@@ -178,6 +178,32 @@ def test_the_tree_phase_ends_when_full_and_past_the_longest_lookahead_or_when_fo
         forced.advance({0: top(1, 2, False)})
 
 
+def test_under_a_batch_exit_a_ready_tree_branches_on_until_every_tree_of_its_batch_is_ready():
+    def step(tree: TreeSearch, fork: bool = False) -> None:  # the root forks if asked; branches stay apart
+        tree.advance({i: top(10 * i + tree.step, 9, fork and i == 0) for i in tree.live()})
+
+    batch = ExitBatch()
+    params = LatrParams(lookahead=(2,), exit_scope="batch")
+    quick, slow = (TreeSearch(params, width=2, eos_ids={EOS}, max_tokens=100, batch=batch) for _ in range(2))
+    alone = TreeSearch(params.model_copy(update={"exit_scope": "prompt"}), width=2, eos_ids={EOS}, max_tokens=100,
+                       batch=batch)  # decides for itself
+    for n in range(3):
+        step(quick, fork=n == 0)
+        step(alone, fork=n == 0)
+        step(slow, fork=n == 2)
+    assert alone.exited and not quick.exited  # both full with their child 3 old; quick waits for slow's child
+    while not slow.exited:
+        step(quick)
+        step(slow)
+    step(quick)
+    assert (slow.step, quick.step, quick.exited) == (5, 6, True)  # slow ready at 5; quick ends at its next step
+    late, gone = (TreeSearch(params, width=2, eos_ids={EOS}, max_tokens=100, batch=batch) for _ in range(2))
+    gone.end()  # a tree that ends otherwise (its caller left) does not hold its batch
+    for n in range(3):
+        step(late, fork=n == 0)
+    assert late.exited  # in a new batch, not the one that ended before it joined
+
+
 def test_steps_must_cover_exactly_the_live_branches():
     tree = TreeSearch(LATR, width=2, eos_ids={EOS}, max_tokens=10)
     with pytest.raises(ValueError, match="live branches"):
@@ -307,3 +333,24 @@ def test_closing_the_engine_mid_tree_settles_the_tree_with_its_branches_aborted(
     result = asyncio.run(close_mid_tree())
     reasons = [b.result.finish_reason for b in result.branches]
     assert "abort" in reasons and set(reasons) <= {"abort", "stop"}  # a branch that had ended keeps its end
+
+
+def test_trees_grown_together_under_a_batch_exit_end_their_tree_phase_together(engine):
+    """A quick tree (its lookahead 2) and a slow one (12): alone the quick one samples on after a few steps; in
+    the slow one's batch it stays in the tree phase until the slow one is ready."""
+    quick = BRANCHY.model_copy(update={"lookahead": (2,), "forced_exit": 40})
+    slow = quick.model_copy(update={"lookahead": (12,)})
+
+    def phase(result) -> int:
+        return min(b.result.tree_chosen.index(False) if False in b.result.tree_chosen else len(b.result.tree_chosen)
+                   for b in result.branches)
+
+    async def together(scope: str):
+        settings = {"exit_scope": scope}
+        return await asyncio.gather(
+            engine.generate_tree(tree_request(seed=5, max_tokens=30), quick.model_copy(update=settings), 2),
+            engine.generate_tree(tree_request(seed=6, max_tokens=30), slow.model_copy(update=settings), 2))
+
+    (quick_alone, slow_alone), (quick_batch, slow_batch) = asyncio.run(together("prompt")), asyncio.run(together("batch"))
+    assert phase(quick_alone) < 12 <= phase(slow_alone)
+    assert phase(quick_batch) >= 12 and phase(slow_batch) >= 12
