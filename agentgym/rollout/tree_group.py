@@ -81,7 +81,8 @@ class _Seat:
 async def play_tree_group(pool: EnvPool, policy: LMPolicy, task: Task, *, seed: tuple[int, ...], width: int,
                           settings: TreeRollout, timeouts: Timeouts | None = None) -> list[Trajectory]:
     """Play ``task`` as a tree of at most ``width`` episodes (see the module doc) with environments from
-    ``pool``; their trajectories, the root's first. ``info["tree"]`` counts the forks made and pruned."""
+    ``pool``; their trajectories, the root's first. ``info["tree"]`` counts the episodes forked (``made``) and
+    pruned, and the engine trees' forks and prunes within turns (``token_forks``, ``token_pruned``)."""
     tree = _Tree(pool, policy, task, seed, settings, timeouts or Timeouts())
     try:
         async with asyncio.timeout(tree.timeouts.episode):
@@ -105,6 +106,8 @@ class _Tree:
         self.settings, self.timeouts = settings, timeouts
         self.seats: dict[int, _Seat] = {}
         self.made = self.pruned = self.turn = 0
+        self.token_forks = self.token_pruned = 0
+        """Forks and prunes within turns: the engine trees' own (``made`` and ``pruned`` count episodes)."""
         self.decoded = 0
         """Tokens decoded for the tree: its engine trees' (pruned branches and lookaheads included, a shared
         prefix once) and its episodes' sampled continuations."""
@@ -150,7 +153,8 @@ class _Tree:
         """Record each session's tokens and the tree's counts, and give the environments back."""
         for seat in self.seats.values():
             seat.trajectory.info["tree"] = {"made": self.made, "pruned": self.pruned, "turns": self.turn,
-                                            "decoded": self.decoded}
+                                            "decoded": self.decoded, "token_forks": self.token_forks,
+                                            "token_pruned": self.token_pruned}
             seat.episode.record(seat.session)
             seat.trajectory.timings["total_seconds"] = time.perf_counter() - self.started
             seat.trajectory.timings["policy_seconds"] = sum(t.policy_seconds for t in seat.trajectory.turns)
@@ -169,6 +173,8 @@ class _Tree:
         seconds = time.perf_counter() - tick
         chosen = {}
         self.decoded += sum(tree.decoded_tokens for tree in trees)
+        self.token_forks += sum(tree.made for tree in trees)
+        self.token_pruned += sum(tree.pruned for tree in trees)
         for index, grown in zip(live, trees, strict=True):
             chosen[index] = grown.branches[0].result
             for branch in grown.branches[1:]:

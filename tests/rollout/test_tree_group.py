@@ -97,7 +97,9 @@ def test_a_tree_counts_the_tokens_it_decoded(policy):
     alone = play(policy, width=1)  # no room to fork: the tree is one ordinary episode
     assert len(alone) == 1 and alone[0].info["tree"]["decoded"] == sum(alone[0].loss_mask) > 0
     forked = play(policy, width=4, settings=EAGER.model_copy(update={"prune_same_observation": False}))
-    assert forked[0].info["tree"]["made"] > 0
+    tree = forked[0].info["tree"]
+    assert tree["made"] > 0 and tree["token_forks"] >= tree["made"]  # every forked episode was an engine fork
+    assert 0 <= tree["token_pruned"] <= tree["token_forks"]
     assert forked[0].info["tree"]["decoded"] >= max(sum(t.loss_mask) for t in forked)
 
 
