@@ -1,7 +1,7 @@
 """LATR trees on the ``vllm`` engine for real (vLLM's CPU build here): a tree grown from greedy chunks with their
 top-k logprobs, whose tree phase is greedy decoding and the very tree the torch engine grows from the same
 weights; forks served by vLLM's prefix cache; a cancelled tree leaves no request in vLLM; a weight update ends the
-tree phase. One vLLM engine serves the module (about 45 s to start on two cores)."""
+tree phase; trees of one batch end their tree phase together. One vLLM engine serves the module (about 45 s to start on two cores)."""
 
 from __future__ import annotations
 
@@ -129,6 +129,27 @@ def test_cancelling_a_tree_leaves_no_request_in_vllm(background, engine):
     after = background.run(engine.generate(tree_request(max_tokens=4)))
     assert after.finish_reason == "length" and len(after.token_ids) == 4
 
+
+def test_trees_grown_together_under_a_batch_exit_end_their_tree_phase_together(background, engine):
+    """As on the torch engine: a quick tree waits in the tree phase for a slow one of its batch; a cancelled tree
+    of the batch does not hold it."""
+    quick = BRANCHY.model_copy(update={"lookahead": (2,), "forced_exit": 40, "exit_scope": "batch"})
+    slow = quick.model_copy(update={"lookahead": (12,)})
+
+    def phase(result: TreeResult) -> int:  # the step its tree phase ended at
+        return max(b.result.tree_chosen.count(True) for b in result.branches)
+
+    async def together() -> list[TreeResult]:
+        gone = asyncio.create_task(engine.generate_tree(tree_request(seed=7, max_tokens=400), LONG_PHASE.model_copy(
+            update={"exit_scope": "batch"}), 4))
+        await asyncio.sleep(0)
+        grown = asyncio.gather(engine.generate_tree(tree_request(seed=5, max_tokens=30), quick, 2),
+                               engine.generate_tree(tree_request(seed=6, max_tokens=30), slow, 2))
+        gone.cancel()
+        return await grown
+
+    quick_batch, slow_batch = background.run(together())
+    assert 12 <= phase(quick_batch) < 30 and 12 <= phase(slow_batch) < 30  # neither ran to its last token
 
 def test_a_weight_update_ends_the_tree_phase_and_every_branch_still_finishes(background, engine, model):
     async def update_mid_tree() -> tuple[TreeResult, int]:
