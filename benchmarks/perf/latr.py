@@ -68,12 +68,20 @@ SWEEP_GOAL = {"stochastic_distinct_answers_at_most": 3.0, "forks_per_tree": 2.0,
               "mixed_points_over_control": 10.0}
 
 
-def _countdown_start(work: Path) -> Path:
-    """The tiny model, SFT-warm-started on one canonical Countdown solution per task; its folder."""
+def _countdown_start(work: Path, overrides: list[str]) -> Path:
+    """The tiny model, SFT-warm-started on one canonical Countdown solution per task (``sft-countdown.yaml`` with
+    ``overrides``); its folder."""
     init_model(work / "tiny-model", preset="tiny", seed=0)
     sft = run_sft(load_config(SFTRunConfig, HERE / "sft-countdown.yaml",
-                              [f"model={work / 'tiny-model'}", f"output_dir={work / 'sft'}"]))
+                              [f"model={work / 'tiny-model'}", f"output_dir={work / 'sft'}", *overrides]))
     return sft.model_dir
+
+
+def _lake_start(work: Path, overrides: list[str]) -> Path:
+    """The quickstart's warm start (``sft-quickstart.yaml``; ``overrides`` are not taken)."""
+    if overrides:
+        raise SystemExit("--sft-set: the lake task uses the quickstart's warm start as it is")
+    return warm_start(work)
 
 
 @dataclass(frozen=True)
@@ -81,7 +89,7 @@ class Task:
     """One task the benchmark trains: its config, its warm start, its results file and goals."""
 
     config: Path
-    start: Callable[[Path], Path]
+    start: Callable[[Path, list[str]], Path]
     out: str
     title: str
     goal: dict[str, float]
@@ -94,7 +102,7 @@ TASKS = {
                       {"mixed_group_lead_points_eta1": 8.0, "steps_to_target_speedup": 1.3,
                        "final_success_delta_points": 2.0, "worst_seed_delta_points": -2.0, "token_cost_ratio": 1.1,
                        "minutes": 45.0}),
-    "lake": Task(CONFIGS / "quickstart.yaml", warm_start, "latr.json", "FrozenLake easy",
+    "lake": Task(CONFIGS / "quickstart.yaml", _lake_start, "latr.json", "FrozenLake easy",
                  {"mixed_group_lead_points": 10.0, "steps_to_target_speedup": 1.3, "final_success_delta_points": 2.0,
                   "worst_seed_delta_points": -2.0, "token_cost_ratio": 1.1},
                  ("trainer.steps=30", "eval.every=5", "checkpoint.every=0")),
@@ -114,6 +122,7 @@ def main() -> None:
     parser.add_argument("--sweep-groups", type=int, default=64, help="groups per arm and temperature in the sweep")
     parser.add_argument("--sweep-only", action="store_true", help="stop after the sweep (the go/no-go check)")
     parser.add_argument("--set", nargs="*", default=[], help="further overrides of the task's config (a.b=value)")
+    parser.add_argument("--sft-set", nargs="*", default=[], help="overrides of the countdown warm start's SFT config")
     parser.add_argument("--quick", action="store_true", help="1 seed, 6 steps, 64 held-out tasks every 3 steps")
     parser.add_argument("--out", type=Path, help="the results file (default: the task's in benchmarks/results)")
     args = parser.parse_args()
@@ -125,7 +134,7 @@ def main() -> None:
     load_before, started = load_average(), time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="agentgym-latr-") as tmp:
         work = Path(tmp)
-        model = args.model or task.start(work)
+        model = args.model or task.start(work, args.sft_set)
         start_minutes = (time.perf_counter() - started) / 60
         base = load_config(TrainConfig, task.config,
                            [f"model.path={model}", f"output_dir={work / 'unused'}", *task.overrides, *args.set])
@@ -145,7 +154,8 @@ def main() -> None:
             report.update(_figures(runs, task.goal, minutes), runs=runs)
             _plot(runs, out.with_suffix(".png"), task.title)
     report.update(params={"seeds": args.seeds, "steps": args.steps, "every": args.every, "episodes": args.episodes,
-                          "sweep_groups": args.sweep_groups, "overrides": args.set, "config": task.config.name,
+                          "sweep_groups": args.sweep_groups, "overrides": args.set, "sft_overrides": args.sft_set,
+                          "config": task.config.name,
                           "warm_start_minutes": round(start_minutes, 1)},
                   sweep_goal=SWEEP_GOAL, goal=task.goal,
                   machine=machine("torch", load_before=load_before, load_after=load_average()))
