@@ -51,12 +51,10 @@ from agentgym.evaluation.play import play_groups
 from agentgym.inference.torch_engine import TorchEngine
 from agentgym.inference.types import SamplingParams
 from agentgym.metrics_log import read_metrics
-from agentgym.models import init_model
 from agentgym.policies.lm import LMPolicy
 from agentgym.rollout.config import RolloutConfig, TreeRollout
 from agentgym.rollout.tree_group import decision
 from agentgym.trainers import TrainConfig, train
-from agentgym.trainers.sft import SFTRunConfig, run_sft
 from agentgym.trajectory import Trajectory, distinct_actions, has_signal
 
 ARMS = ("stochastic", "latr")
@@ -71,10 +69,7 @@ SWEEP_GOAL = {"stochastic_distinct_answers_at_most": 3.0, "forks_per_tree": 2.0,
 def _countdown_start(work: Path, overrides: list[str]) -> Path:
     """The tiny model, SFT-warm-started on one canonical Countdown solution per task (``sft-countdown.yaml`` with
     ``overrides``); its folder."""
-    init_model(work / "tiny-model", preset="tiny", seed=0)
-    sft = run_sft(load_config(SFTRunConfig, HERE / "sft-countdown.yaml",
-                              [f"model={work / 'tiny-model'}", f"output_dir={work / 'sft'}", *overrides]))
-    return sft.model_dir
+    return warm_start(work, HERE / "sft-countdown.yaml", overrides)
 
 
 def _lake_start(work: Path, overrides: list[str]) -> Path:
