@@ -165,8 +165,8 @@ class MuxScheduler:
         self.left[name] = reason
 
     async def status(self) -> dict[str, Any]:
-        """Jobs (step, phase, measured slowdown against solo, SLO), groups (members, cycle, pools), the jobs
-        that left and why, and the recent phases."""
+        """When this instance started (a restarted one starts empty), jobs (step, phase, measured slowdown against
+        solo, SLO), groups (members, cycle, pools), the jobs that left and why, and the recent phases."""
         self._start_reaper()
         now = time.time()
         jobs = []
@@ -181,8 +181,8 @@ class MuxScheduler:
                    "pools": asdict(self.pools[g.id]),
                    "holders": {pool: self.turnstiles[(g.id, pool)].holder for pool in POOLS}}
                   for g in self.admission.groups.values()]
-        return {"uptime_seconds": now - self.started, "jobs": jobs, "groups": groups, "left": dict(self.left),
-                "phases": [asdict(p) for p in self.phases]}
+        return {"started": self.started, "uptime_seconds": now - self.started, "jobs": jobs, "groups": groups,
+                "left": dict(self.left), "phases": [asdict(p) for p in self.phases]}
 
     def _seen(self, name: str) -> Job | None:
         job = self.jobs.get(name)
