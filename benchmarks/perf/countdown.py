@@ -7,8 +7,10 @@ One turn: the agent writes one line of work, then calls ``answer`` with the expr
 
 The numbers are drawn from 1-9 and shown in ascending order; the target is ``(a op b) op c`` for a random order
 and random operators, redrawn until it is at least 1. Any expression that uses each number once (only + - *,
-parentheses and those numbers) and equals the target is right: reward 1. The oracle writes the generator's own
-solution, one canonical answer per task, which is what the SFT warm start learns.
+parentheses and those numbers) and equals the target is right: reward 1. The oracle writes one canonical answer
+per task, which is what the SFT warm start learns: ``solution="first"`` (the default), the first ``(x op y) op z``
+that makes the target, the numbers' orders and then the operators (+ - *) taken in order, a rule read off the
+prompt; ``"drawn"``, the generator's own draw, which the prompt does not show (the sweep's tries 1-3).
 
 It lives here, not among the bundled environments, because the tiny model's tokenizer is trained on what the
 bundled environments print: a new one would change every tiny model.
@@ -17,9 +19,10 @@ bundled environments print: a new one would change every tiny model.
 from __future__ import annotations
 
 import ast
+import itertools
 import operator
 from collections import Counter
-from typing import Any
+from typing import Any, Literal
 
 import agentgym
 from agentgym import Env, Message, tool
@@ -41,8 +44,11 @@ class CountdownEnv(Env):
     forkable = "native"
     """Forked by a deep copy: the episode is plain Python state."""
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, solution: Literal["first", "drawn"] = "first", **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        if solution not in ("first", "drawn"):
+            raise ValueError(f"solution must be 'first' or 'drawn', not {solution!r}")
+        self.canonical = solution
         self.numbers: tuple[int, ...] = ()
         self.target = 0
         self.solution = ""
@@ -57,6 +63,9 @@ class CountdownEnv(Env):
             if target >= 1 and middle >= 1:
                 break
         self.numbers, self.target = tuple(sorted((a, b, c))), target
+        if self.canonical == "first":
+            a, first, b, second, c = _first_solution(self.numbers, target)
+            middle = OPERATORS[first](a, b)
         self.solution = f"({a}{first}{b}){second}{c}"
         self.work = f"{a}{first}{b}={middle}, {middle}{second}{c}={target}"
         numbers = " ".join(map(str, self.numbers))
@@ -86,6 +95,17 @@ class CountdownEnv(Env):
 
     def render_text(self) -> str:
         return f"Numbers: {' '.join(map(str, self.numbers))}. Target: {self.target}."
+
+
+def _first_solution(numbers: tuple[int, ...], target: int) -> tuple[int, str, int, str, int]:
+    """The first ``(x op y) op z`` (orders of ``numbers``, then operators, each in order) that makes ``target``
+    with ``x op y`` at least 1, as ``(x, op, y, op, z)``."""
+    for x, y, z in itertools.permutations(numbers):
+        for first, second in itertools.product(OPERATORS, repeat=2):
+            middle = OPERATORS[first](x, y)
+            if middle >= 1 and OPERATORS[second](middle, z) == target:
+                return x, first, y, second, z
+    raise ValueError(f"no (x op y) op z of {numbers} makes {target}")
 
 
 def _evaluate(expression: str) -> tuple[int, list[int]]:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import statistics
 import sys
 import tempfile
@@ -58,10 +59,11 @@ from agentgym.trainers import TrainConfig, train
 from agentgym.trajectory import Trajectory, distinct_actions, has_signal
 
 ARMS = ("stochastic", "latr")
-SWEEP_ARMS = ("stochastic", "latr", "control")
-CONTROL = {"tau_abs": 0.99}
-"""The control arm's LATR settings: no candidate is ever that likely beside the top one, so the tree never
-branches: its root is decoded greedily and the rest of the group is sampled."""
+SWEEP_ARMS: dict[str, dict[str, Any] | None] = {
+    "stochastic": None, "latr": {}, "latr_batch_exit": {"exit_scope": "batch"}, "control": {"tau_abs": 0.99}}
+"""The sweep's arms and their changes to the config's LATR settings (``None``: no tree). ``latr_batch_exit``:
+upstream's exit, decided once for the trees grown together. ``control``: no candidate is ever that likely beside
+the top one, so the tree never branches: its root is decoded greedily and the rest of the group is sampled."""
 SWEEP_GOAL = {"stochastic_distinct_answers_at_most": 3.0, "forks_per_tree": 2.0, "distinct_answers_over_control": 1.5,
               "mixed_points_over_control": 10.0}
 
@@ -108,6 +110,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--task", choices=sorted(TASKS), default="countdown")
     parser.add_argument("--model", type=Path, help="an SFT-warm-started model folder (default: build and SFT one)")
+    parser.add_argument("--keep-model", type=Path, help="copy the warm start built here to this folder (for --model)")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--steps", type=int, help="training steps (default: the task config's)")
     parser.add_argument("--every", type=int, help="held-out evaluation every this many steps (default: the config's)")
@@ -130,6 +133,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="agentgym-latr-") as tmp:
         work = Path(tmp)
         model = args.model or task.start(work, args.sft_set)
+        if args.keep_model and not args.model:
+            shutil.copytree(model, args.keep_model, dirs_exist_ok=True)
         start_minutes = (time.perf_counter() - started) / 60
         base = load_config(TrainConfig, task.config,
                            [f"model.path={model}", f"output_dir={work / 'unused'}", *task.overrides, *args.set])
@@ -172,12 +177,11 @@ async def _sweep(config: TrainConfig, temperature: float, groups: int) -> dict[s
     tasks = TaskSet.generate(source.id, groups, difficulties=source.difficulties)
     out: dict[str, Any] = {}
     try:
-        for arm in SWEEP_ARMS:
+        for arm, changes in SWEEP_ARMS.items():
             closed: list[list[Trajectory]] = []
-            latr = config.rollout.latr if arm != "control" else TreeRollout(**{**config.rollout.latr.model_dump(),
-                                                                                **CONTROL})
+            latr = TreeRollout(**{**config.rollout.latr.model_dump(), **(changes or {})})
             rollout = RolloutConfig(group_size=config.trainer.group_size, concurrency=config.trainer.concurrency,
-                                    seed=config.trainer.seed, sampling="stochastic" if arm == "stochastic" else "latr",
+                                    seed=config.trainer.seed, sampling="stochastic" if changes is None else "latr",
                                     latr=latr)
             metrics = await play_groups(source.id, policy, tasks, rollout,
                                         lambda g, closed=closed: closed.append(g.kept), env_kwargs=source.kwargs)

@@ -9,30 +9,44 @@ from hypothesis import strategies as st
 
 import agentgym
 from agentgym.registration import _registry
-from benchmarks.perf.countdown import _evaluate, register
+from benchmarks.perf.countdown import _evaluate, _first_solution, register
 
 
 @pytest.fixture(scope="module")
-def env():
+def env_id():
     env_id = register()
-    env = agentgym.make(env_id, parser="pythonic")
-    yield env
-    env.close()
+    yield env_id
     _registry.pop(env_id)  # the other tests see the bundled environments only
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.integers(0, 10_000))
-def test_the_oracle_solves_every_task_with_its_one_canonical_line(env, seed):
-    observation, _ = env.reset(seed=seed)
-    numbers = sorted(env.numbers)
-    assert observation[-1].content == f"Numbers: {' '.join(map(str, numbers))}. Target: {env.target}."
-    assert all(1 <= n <= 9 for n in numbers) and env.target >= 1
-    action = env.oracle_action()
-    work, call = action.split("\n")
-    assert work.endswith(f"={env.target}") and call.startswith("answer(")
-    _, reward, terminated, _, info = env.step(action)
-    assert (reward, terminated, info["success"]) == (1.0, True, True)
+@pytest.fixture(scope="module")
+def env(env_id):
+    env = agentgym.make(env_id, parser="pythonic")
+    yield env
+    env.close()
+
+
+@pytest.mark.parametrize("solution", ["first", "drawn"])
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_the_oracle_solves_every_task_with_its_one_canonical_line(env_id, solution, seed):
+    with agentgym.make(env_id, parser="pythonic", solution=solution) as env:
+        observation, _ = env.reset(seed=seed)
+        numbers = sorted(env.numbers)
+        assert observation[-1].content == f"Numbers: {' '.join(map(str, numbers))}. Target: {env.target}."
+        assert all(1 <= n <= 9 for n in numbers) and env.target >= 1
+        action = env.oracle_action()
+        work, call = action.split("\n")
+        assert work.endswith(f"={env.target}") and call.startswith("answer(")
+        _, reward, terminated, _, info = env.step(action)
+        assert (reward, terminated, info["success"]) == (1.0, True, True)
+
+
+def test_the_first_solution_is_the_first_in_order_of_the_numbers_then_the_operators():
+    assert _first_solution((2, 3, 4), 10) == (2, "*", 3, "+", 4)  # before (3*2)+4 and (4*3)-2
+    assert _first_solution((1, 5, 9), 4) == (1, "*", 9, "-", 5)  # no (1 op 5) op 9 makes 4; 1-9 is below 1
+    with pytest.raises(ValueError):
+        _first_solution((1, 1, 1), 50)
 
 
 def test_any_right_expression_is_accepted_and_a_wrong_one_ends_the_turn(env):
