@@ -70,11 +70,14 @@ def _eval_records(run_dir: Path) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def vowels_run(tiny_model_dir, tmp_path_factory):
-    """A run held out on a suite's test split, evaluated halfway too."""
+    """A run held out on a suite's test split, evaluated halfway too. Four episodes at a time, in the rollout and
+    in evaluations: a weight update lets 16 more episodes start, so 12 of them must wait for a slot that frees
+    during the halfway evaluation's eight rounds (with 16 slots they could all start before it, and none during)."""
     root = tmp_path_factory.mktemp("train")
     tasks = TaskSet([*TaskSet.generate(VOWELS_ID, 32, split="test"), *TaskSet.generate(VOWELS_ID, 8)])
     suite = write_suite(root / "vowels-v0", "vowels-v0", "Vowels", tasks)
-    return _train(_config(root / "run", tiny_model_dir, eval={"suite": str(suite.folder), "every": STEPS // 2}))
+    return _train(_config(root / "run", tiny_model_dir, trainer={"concurrency": 4},
+                          eval={"suite": str(suite.folder), "every": STEPS // 2, "concurrency": 4}))
 
 
 def test_a_run_writes_its_record(vowels_run):
