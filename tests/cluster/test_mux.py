@@ -95,7 +95,6 @@ def _until_left(scheduler, names: set[str], timeout: float = 300) -> dict[str, A
     raise AssertionError(f"jobs still running after {timeout} s: {status['jobs']}; left: {status['left']}")
 
 
-
 def _batches(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run_dir / "batches.jsonl").read_text().splitlines()]
 
