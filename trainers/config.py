@@ -210,7 +210,8 @@ class MuxSection(Config):
     train_seconds: float | None = Field(None, gt=0)
     """Seconds a step's learning and weight publish take alone on the training pool."""
     profile_from: str | None = None
-    """A run directory (the same job run alone) whose ``metrics.jsonl`` gives the phase times (their 90th percentile)."""
+    """A run directory (the same job run alone) whose ``metrics.jsonl`` gives the phase times (their means and
+    spread)."""
     memory_gb: float | None = Field(None, gt=0)
     """Host memory the job's engine and learner keep resident between phases; null: five times the model's size."""
     early_release: float | None = Field(0.8, gt=0, le=1)

@@ -5,6 +5,7 @@ prediction of the real multiplexed benchmark's span, written to the same file un
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -14,6 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from agentgym.trainers.mux.plan import Rules
 from benchmarks.perf.report import RESULTS, load_average, machine, write_result
 
 from .config import Fleet, Knobs
@@ -21,11 +23,14 @@ from .jobs import TraceSpec, generate_trace
 from .run import (
     DATA,
     GOAL,
+    PAPER_LIKE,
+    ablation,
     admission_time,
     cluster,
     figures,
     jsonable,
     optimality,
+    risk,
     sensitivity,
     shapes_of,
     trace_summary,
@@ -54,7 +59,11 @@ def parser() -> argparse.ArgumentParser:
                      help="rollout speed per H800 over per H20")
     run.add_argument("--release", type=float, default=0.8, help="early release share (0: off)")
     run.add_argument("--tail-drag", type=float, default=0.2)
-    run.add_argument("--quantile", type=float, default=0.9, help="the phase-time quantile admission plans on")
+    run.add_argument("--quantile", type=float, default=0.9,
+                     help="the phase-time quantile the quantile and mixed bases plan on")
+    run.add_argument("--slo-margin", type=float, default=Rules().slo_margin,
+                     help="the risk knob: estimated step times raised by this share must keep every SLO")
+    run.add_argument("--seeds", type=int, default=3, help="seeds of the paper-like trace the goals are judged on")
     run.add_argument("--gap-seeds", type=int, default=5)
     run.add_argument("--gap-sizes", type=int, nargs="+", default=[6, 8, 10])
     run.add_argument("--gap-steps", type=int, default=40)
@@ -85,34 +94,45 @@ def main(argv: list[str] | None = None) -> None:
         write_result(report, args.out)
         return
     if args.quick:
-        args.jobs, args.gap_seeds, args.admission_jobs, args.sensitivity = 40, 2, 500, False
+        args.jobs, args.gap_seeds, args.admission_jobs, args.sensitivity, args.seeds = 40, 2, 500, False, 1
     write_result(simulation(args), args.out)
 
 
 def simulation(args: argparse.Namespace) -> dict[str, Any]:
-    """The cluster run, the optimality gap and the admission time, as the results file holds them."""
+    """The cluster runs (the goal's paper-like trace over ``args.seeds`` seeds, and the recorded runs' trace), the
+    ablation on both, the optimality gap and the admission time, as the results file holds them."""
     load_before, started = load_average(), time.perf_counter()
     release = args.release or None
     fleet = Fleet(rollout_gpus=args.rollout_gpus, train_gpus=args.train_gpus)
     knobs = Knobs(switch_seconds=args.switch_seconds, release=release, tail_drag=args.tail_drag,
                   colocated_rollout_speed=args.colocated_rollout_speed,
-                  colocated_switch_seconds=args.colocated_switch_seconds, quantile=args.quantile)
+                  colocated_switch_seconds=args.colocated_switch_seconds, quantile=args.quantile,
+                  rules=Rules(slo_margin=args.slo_margin))
     spec = TraceSpec(jobs=args.jobs, interarrival_seconds=60 * args.interarrival_minutes,
                      rollout_share=tuple(args.rollout_share) if args.rollout_share else None)
+    specs = {"paper-like": dataclasses.replace(PAPER_LIKE, jobs=args.jobs), "recorded": spec}
     inputs = args.inputs or sorted(p for p in DATA.iterdir() if p.is_dir() or p.suffix == ".json")
     shapes = shapes_of(inputs, release)
-    jobs = generate_trace(spec, shapes, args.seed)
-    outcomes = cluster(jobs, fleet, knobs)
+    traces = {name: generate_trace(s, shapes, args.seed) for name, s in specs.items()}
+    runs = [cluster(generate_trace(specs["paper-like"], shapes, args.seed + k), fleet, knobs)
+            for k in range(args.seeds)]
+    recorded = cluster(traces["recorded"], fleet, knobs)
     gap = optimality(shapes, fleet, knobs, spec, seeds=args.gap_seeds, sizes=args.gap_sizes, steps=args.gap_steps)
     admission = admission_time(shapes, fleet, knobs, spec, jobs=args.admission_jobs, seed=args.seed)
     variants = sensitivity(shapes, fleet, knobs, spec, args.seed) if args.sensitivity else None
-    result = {"benchmark": "mux_sim", **figures(outcomes, gap, admission), "goal": GOAL,
-              "policies": {name: outcome.summary() for name, outcome in outcomes.items()},
-              "trace": trace_summary(jobs), "sensitivity": variants, "optimality": gap, "admission": admission,
+    result = {"benchmark": "mux_sim", "goal_trace": "paper-like", **figures(runs, gap, admission), "goal": GOAL,
+              "recorded": {k: round(v, 4) for k, v in figures([recorded], gap, admission)["figures"].items()
+                           if k in ("efficiency_vs_solo", "efficiency_vs_colocated", "slo_attainment")},
+              "policies": {name: {policy: outcome.summary() for policy, outcome in outcomes.items()}
+                           for name, outcomes in (("paper-like", runs[0]), ("recorded", recorded))},
+              "ablation": ablation(traces, fleet, knobs),
+              "risk": risk(specs, shapes, fleet, knobs, seeds=range(args.seed, args.seed + args.seeds)),
+              "traces": {name: {"spec": jsonable(specs[name]), **trace_summary(jobs)} for name, jobs in traces.items()},
+              "sensitivity": variants, "optimality": gap, "admission": admission,
               "inputs": [{"name": s.name, "steps": len(s.rollout), "rollout_share": round(s.rollout_share, 3),
                           "tail_share": round(s.tail, 3)} for s in shapes],
-              "parameters": {"fleet": jsonable(fleet), "knobs": jsonable(knobs), "trace": jsonable(spec),
-                             "seed": args.seed, "inputs": [_relative(p) for p in inputs]}}
+              "parameters": {"fleet": jsonable(fleet), "knobs": jsonable(knobs), "seed": args.seed,
+                             "seeds": args.seeds, "inputs": [_relative(p) for p in inputs]}}
     if args.out.exists() and "validation" in (previous := json.loads(args.out.read_text())):
         result["validation"] = previous["validation"]
     _table(result)
@@ -129,20 +149,31 @@ def _relative(path: Path) -> str:
 
 def _table(result: dict[str, Any]) -> None:
     console = Console(stderr=True)
-    table = Table(title=f"{result['trace']['jobs']} jobs on {result['parameters']['fleet']['rollout_gpus']} H20 + "
-                        f"{result['parameters']['fleet']['train_gpus']} H800")
-    for column in ("policy", "dollars", "work/$", "vs solo", "vs co-located", "SLO met", "slowdown max",
-                   "queue h (mean)"):
-        table.add_column(column, justify="left" if column == "policy" else "right")
-    policies = result["policies"]
-    for name, p in policies.items():
-        table.add_row(name, f"{p['dollars']:,.0f}", f"{p['efficiency']:.3f}",
-                      f"{p['efficiency'] / policies['solo']['efficiency']:.2f}x",
-                      f"{p['efficiency'] / policies['colocated']['efficiency']:.2f}x",
-                      f"{100 * p['slo_attainment']:.1f}%", f"{p['slowdown_max']:.2f}",
-                      f"{p['queue_wait_hours_mean']:.2f}")
-    console.print(table)
-    goals = Table(title="goals")
+    fleet = result["parameters"]["fleet"]
+    for trace, policies in result["policies"].items():
+        table = Table(title=f"{trace} trace: {result['traces'][trace]['jobs']} jobs on {fleet['rollout_gpus']} H20 + "
+                            f"{fleet['train_gpus']} H800 (seed {result['parameters']['seed']})")
+        for column in ("policy", "dollars", "work/$", "vs solo", "vs co-located", "SLO met", "slowdown max",
+                       "queue h (mean)"):
+            table.add_column(column, justify="left" if column == "policy" else "right")
+        for name, p in policies.items():
+            table.add_row(name, f"{p['dollars']:,.0f}", f"{p['efficiency']:.3f}",
+                          f"{p['efficiency'] / policies['solo']['efficiency']:.2f}x",
+                          f"{p['efficiency'] / policies['colocated']['efficiency']:.2f}x",
+                          f"{100 * p['slo_attainment']:.1f}%", f"{p['slowdown_max']:.2f}",
+                          f"{p['queue_wait_hours_mean']:.2f}")
+        console.print(table)
+    for trace, rows in result["ablation"].items():
+        table = Table(title=f"ablation, {trace} trace (RollMux, each mechanism added to those above)")
+        for column in ("mechanism", "vs solo", "vs co-located", "SLO met", "jobs a pool", "packed/scaled/new"):
+            table.add_column(column)
+        for row in rows:
+            kinds = row["placements"]
+            table.add_row(row["mechanism"], f"{row['efficiency_vs_solo']:.2f}x",
+                          f"{row['efficiency_vs_colocated']:.2f}x", f"{100 * row['slo_attainment']:.1f}%",
+                          f"{row['jobs_per_pool']:.2f}", f"{kinds['packed']}/{kinds['scaled']}/{kinds['new']}")
+        console.print(table)
+    goals = Table(title=f"goals ({result['goal_trace']} trace, {result['parameters']['seeds']} seeds)")
     for column in ("figure", "value", "goal", "met"):
         goals.add_column(column)
     for key, goal in GOAL.items():
@@ -150,7 +181,7 @@ def _table(result: dict[str, Any]) -> None:
         goals.add_row(key, f"{result['figures'][key]:.4g}", f"{sense} {goal}", "yes" if result["met"][key] else "NO")
     console.print(goals)
     if result["sensitivity"]:
-        variants = Table(title="one assumption changed (RollMux)")
+        variants = Table(title="one assumption changed (RollMux, recorded trace)")
         for column in ("variant", "vs solo", "vs co-located", "SLO met"):
             variants.add_column(column)
         for name, v in result["sensitivity"].items():

@@ -1,9 +1,9 @@
-"""The simulated cluster on SimPy: the fleet's free GPUs and its bill, a pool's round-robin permit, and a
-co-execution group running its members' steps on its two pools."""
+"""The simulated cluster on SimPy: the fleet's free GPUs and its bill, a node's round-robin permit, and a
+co-execution group running its members' steps on its nodes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,42 +117,55 @@ class RoundRobinPool:
 
 
 class GroupRun:
-    """A co-execution group's pools and its members' step loops: each step takes the rollout pool in turn
-    (a warm-start switch first where the pool last served another job), rolls out, and, with early release,
-    gives the pool back once ``knobs.release`` of the work has closed while its tail finishes beside the next
-    rollout; then it takes the training pool in turn and trains. ``leave`` is called as each member ends."""
+    """A co-execution group's nodes and its members' step loops. Each node hands its permit round-robin among the
+    members pinned to it; a phase takes the permits of all its nodes (in node order, so two phases never wait on
+    each other), a warm-start switch first where a node last served another job. A step rolls out and, with
+    early release, gives its rollout nodes up once ``knobs.release`` of the work has closed while its tail
+    finishes beside the next rollout; then it trains. ``leave`` is called as each member ends."""
 
     def __init__(self, env: simpy.Environment, knobs: Knobs, leave: Callable[[Job], None]) -> None:
         self.env, self.knobs, self._leave = env, knobs, leave
-        self.rollout, self.train = RoundRobinPool(env), RoundRobinPool(env)
+        self.rollout: dict[int, RoundRobinPool] = {}
+        self.train: dict[int, RoundRobinPool] = {}
         self.members: dict[str, Job] = {}
 
-    def join(self, job: Job) -> simpy.Process:
-        """Start ``job``'s steps in the group now."""
+    def join(self, job: Job, rollout: Sequence[int] = (0,), train: Sequence[int] = (0,)) -> simpy.Process:
+        """Start ``job``'s steps in the group now, pinned to the ``rollout`` and ``train`` node ids."""
         self.members[job.id] = job
-        self.rollout.join(job.id)
-        self.train.join(job.id)
-        return self.env.process(self._steps(job))
+        mine = ([self._node(self.rollout, n) for n in sorted(rollout)], [self._node(self.train, n) for n in sorted(train)])
+        for pool in (*mine[0], *mine[1]):
+            pool.join(job.id)
+        return self.env.process(self._steps(job, *mine))
 
-    def _steps(self, job: Job) -> Process:
+    def _node(self, pools: dict[int, RoundRobinPool], node: int) -> RoundRobinPool:
+        return pools.setdefault(node, RoundRobinPool(self.env))
+
+    def _steps(self, job: Job, rollout: list[RoundRobinPool], train: list[RoundRobinPool]) -> Process:
         release = self.knobs.release is not None
         for step in job.steps:
             tail = step.tail if release else 0.0
-            yield self.rollout.acquire(job.id)
+            yield from self._take(rollout, job)
             bulk = step.rollout - tail
-            yield self.env.timeout(self._switch(self.rollout, job) + bulk
-                                   + self.rollout.drag(bulk, self.knobs.tail_drag))
-            self.rollout.release(job.id)
+            drag = max(pool.drag(bulk, self.knobs.tail_drag) for pool in rollout)
+            yield self.env.timeout(self._switch(rollout, job) + bulk + drag)
+            for pool in rollout:
+                pool.release(job.id)
             if tail > 0:
-                self.rollout.tails.append(self.env.now + tail)
+                for pool in rollout:
+                    pool.tails.append(self.env.now + tail)
                 yield self.env.timeout(tail)
-            yield self.train.acquire(job.id)
-            yield self.env.timeout(self._switch(self.train, job) + step.train)
-            self.train.release(job.id)
-        self.rollout.leave(job.id)
-        self.train.leave(job.id)
+            yield from self._take(train, job)
+            yield self.env.timeout(self._switch(train, job) + step.train)
+            for pool in train:
+                pool.release(job.id)
+        for pool in (*rollout, *train):
+            pool.leave(job.id)
         del self.members[job.id]
         self._leave(job)
 
-    def _switch(self, pool: RoundRobinPool, job: Job) -> float:
-        return self.knobs.switch_seconds if pool.last != job.id else 0.0
+    def _take(self, pools: list[RoundRobinPool], job: Job) -> Process:
+        for pool in pools:
+            yield pool.acquire(job.id)
+
+    def _switch(self, pools: list[RoundRobinPool], job: Job) -> float:
+        return self.knobs.switch_seconds if any(pool.last != job.id for pool in pools) else 0.0

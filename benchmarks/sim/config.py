@@ -4,16 +4,17 @@ default with the assumption behind it."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from agentgym.trainers.mux.plan import PoolPair
+from agentgym.trainers.mux.plan import Basis, Machines, Rules
 
 
 @dataclass(frozen=True)
 class Fleet:
     """Two device types: rollout on H20s, training on H800s (the paper's testbed: 328 of each), billed per
-    GPU-hour while held. A group's host memory is that of its training pool's nodes, where the learner states
-    (weights, gradients, optimizer: about 16 bytes a parameter) stay resident between turns."""
+    GPU-hour while held, in nodes of ``gpus_per_node``. A training node's host memory keeps the learner states
+    (weights, gradients, optimizer: about 16 bytes a parameter) of the jobs pinned to it resident between turns,
+    and no node keeps more than ``max_resident`` jobs (the paper: two to five; its simulations' default, five)."""
 
     rollout_gpus: int = 328
     train_gpus: int = 328
@@ -23,12 +24,20 @@ class Fleet:
     """Dollars per H800 GPU-hour."""
     gpus_per_node: int = 8
     node_memory_gb: float = 2048.0
+    max_resident: int | None = 5
 
-    def pools(self, rollout_gpus: int, train_gpus: int) -> PoolPair:
-        """The pool pair of a group (or a solo job) of this size."""
-        nodes = math.ceil(train_gpus / self.gpus_per_node)
-        return PoolPair(rollout_gpus, train_gpus, self.rollout_price, self.train_price,
-                        memory_gb=nodes * self.node_memory_gb)
+    def machines(self) -> Machines:
+        """The nodes as admission sees them."""
+        return Machines(self.gpus_per_node, self.rollout_price, self.train_price, self.node_memory_gb,
+                        self.max_resident)
+
+    def nodes(self, gpus: int) -> int:
+        """Nodes a pool of ``gpus`` takes."""
+        return math.ceil(gpus / self.gpus_per_node)
+
+    def cost_per_second(self, rollout_gpus: int, train_gpus: int) -> float:
+        """Dollars a second of that many GPUs of each type."""
+        return (rollout_gpus * self.rollout_price + train_gpus * self.train_price) / 3600.0
 
 
 @dataclass(frozen=True)
@@ -41,7 +50,9 @@ class Knobs:
     ``colocated_rollout_speed`` times as fast per GPU as on the H20s (decode is memory-bound and the two have
     like bandwidth: 1.0), and ``colocated_switch_seconds`` at each change of phase (offload, onload, reshard).
     Both switches default to 2 s (a model's shard to or from host memory over PCIe), like for like.
-    ``quantile``: the phase-time quantile admission plans on."""
+    ``basis``: what admission plans each job's phases and SLO on (``Profile.from_samples``), ``quantile``: the
+    phase-time quantile of the ``quantile`` and ``mixed`` bases; ``rules``: the placements admission may use, how
+    it estimates step times, and its SLO margin."""
 
     switch_seconds: float = 2.0
     release: float | None = 0.8
@@ -49,3 +60,5 @@ class Knobs:
     colocated_rollout_speed: float = 1.0
     colocated_switch_seconds: float = 2.0
     quantile: float = 0.9
+    basis: Basis = "mean"
+    rules: Rules = field(default_factory=Rules)

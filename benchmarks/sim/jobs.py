@@ -3,7 +3,6 @@ and the seeded traces they come in (a cluster trace shaped like the paper's, and
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import random
 from collections.abc import Sequence
@@ -11,6 +10,7 @@ from dataclasses import dataclass, field
 
 from agentgym.trainers.mux.plan import Profile
 
+from .config import Fleet, Knobs
 from .phases import Shape
 
 BYTES_PER_PARAM = 16.0
@@ -50,13 +50,14 @@ class Job:
         """Seconds alone on its pools: every step's rollout then training."""
         return math.fsum(s.solo for s in self.steps)
 
-    def profile(self, quantile: float = 0.9, switch_seconds: float = 0.0) -> Profile:
-        """What admission plans on: each phase at ``quantile`` of the job's steps plus the warm-start switch a
-        shared pool costs it, its SLO budget on its mean step alone."""
-        profile = Profile.from_samples([s.rollout for s in self.steps], [s.train for s in self.steps],
-                                       quantile=quantile, memory_gb=self.memory_gb, slo=self.slo)
-        return dataclasses.replace(profile, rollout=profile.rollout + switch_seconds,
-                                   train=profile.train + switch_seconds)
+    def profile(self, knobs: Knobs, fleet: Fleet) -> Profile:
+        """What admission plans on: the job's steps, each phase with the warm-start switch a shared node costs
+        it, planned on ``knobs.basis``; its size in nodes and its states' host memory on each training node."""
+        train_nodes = fleet.nodes(self.train_gpus)
+        return Profile.from_samples([s.rollout for s in self.steps], [s.train for s in self.steps],
+                                    basis=knobs.basis, quantile=knobs.quantile, overhead=knobs.switch_seconds,
+                                    memory_gb=self.memory_gb / train_nodes, slo=self.slo,
+                                    rollout_nodes=fleet.nodes(self.rollout_gpus), train_nodes=train_nodes)
 
 
 @dataclass(frozen=True)
@@ -76,8 +77,9 @@ class TraceSpec:
     (median, sigma, clipped), with a size from ``sizes`` (pools of equal GPU counts on both sides), a mean step
     time around its size's (log-normal, ``step_spread`` sigma; or, with ``step_seconds`` set, log-uniform in that
     range whatever the size), and an SLO uniform in ``slo``. A job's steps are drawn from one
-    measured shape, scaled to its mean step; ``rollout_share`` (a range), when set, rescales each job's phases
-    to a rollout share drawn from it (keeping the spread), else the shapes' own ratios stand."""
+    measured shape, scaled to its mean step, their distance from the mean scaled by ``spread``;
+    ``rollout_share`` (a range), when set, rescales each job's phases to a rollout share drawn from it (keeping
+    the spread), else the shapes' own ratios stand."""
 
     jobs: int = 200
     interarrival_seconds: float = 1800.0
@@ -91,6 +93,8 @@ class TraceSpec:
         Size(64, 72.0, 0.07, 900.0)))
     slo: tuple[float, float] = (1.0, 2.0)
     rollout_share: tuple[float, float] | None = None
+    spread: float = 1.0
+    """How far each step lies from its shape's mean, as a share of the measured distance (0.5: halved)."""
 
 
 def generate_trace(spec: TraceSpec, shapes: Sequence[Shape], seed: int = 0) -> list[Job]:
@@ -107,7 +111,8 @@ def generate_trace(spec: TraceSpec, shapes: Sequence[Shape], seed: int = 0) -> l
         step = step_time(spec, size, rng)
         shape = rng.choice(shapes)
         share = rng.uniform(*spec.rollout_share) if spec.rollout_share else None
-        steps = draw_steps(shape, step, max(1, round(hours * 3600 / step)), rng, rollout_share=share)
+        steps = draw_steps(shape, step, max(1, round(hours * 3600 / step)), rng, rollout_share=share,
+                           spread=spec.spread)
         jobs.append(Job(f"job{index:04d}", now, size.gpus, size.gpus, steps,
                         memory_gb=size.params_b * BYTES_PER_PARAM, slo=rng.uniform(*spec.slo), shape=shape.name))
     return jobs
@@ -121,18 +126,21 @@ def step_time(spec: TraceSpec, size: Size, rng: random.Random) -> float:
 
 
 def draw_steps(shape: Shape, step_seconds: float, count: int, rng: random.Random, *,
-               rollout_share: float | None = None) -> tuple[Step, ...]:
-    """``count`` steps resampled from ``shape`` (whole measured steps, so a step's two phases stay paired),
-    scaled to a mean of ``step_seconds``, the rollout's share rescaled to ``rollout_share`` when given."""
+               rollout_share: float | None = None, spread: float = 1.0) -> tuple[Step, ...]:
+    """``count`` steps resampled from ``shape`` (whole measured steps, so a step's two phases stay paired), each
+    phase's distance from its mean scaled by ``spread``, scaled to a mean of ``step_seconds``, the rollout's
+    share rescaled to ``rollout_share`` when given."""
     scale_r = scale_t = 1.0
     if rollout_share is not None:
         scale_r = rollout_share / shape.rollout_share
         scale_t = (1.0 - rollout_share) / (1.0 - shape.rollout_share)
+    mean_r, mean_t = shape.rollout_share, 1.0 - shape.rollout_share
     steps = []
     for _ in range(count):
         i = rng.randrange(len(shape.rollout))
-        rollout = shape.rollout[i] * scale_r * step_seconds
-        steps.append(Step(rollout, shape.train[i] * scale_t * step_seconds, shape.tail * rollout))
+        rollout = (mean_r + spread * (shape.rollout[i] - mean_r)) * scale_r * step_seconds
+        train = (mean_t + spread * (shape.train[i] - mean_t)) * scale_t * step_seconds
+        steps.append(Step(rollout, train, shape.tail * rollout))
     return tuple(steps)
 
 
@@ -148,6 +156,7 @@ def small_instance(shapes: Sequence[Shape], jobs: int, steps: int, seed: int, *,
         shape = rng.choice(shapes)
         step = step_time(spec, size, rng)
         share = rng.uniform(*spec.rollout_share) if spec.rollout_share else None
-        out.append(Job(f"job{index}", 0.0, gpus, gpus, draw_steps(shape, step, steps, rng, rollout_share=share),
+        out.append(Job(f"job{index}", 0.0, gpus, gpus, draw_steps(shape, step, steps, rng, rollout_share=share,
+                                                                 spread=spec.spread),
                        memory_gb=memory_gb, slo=rng.uniform(*spec.slo), shape=shape.name))
     return out

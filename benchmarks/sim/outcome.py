@@ -38,7 +38,7 @@ class JobRecord:
 
 def work(job: Job, fleet: Fleet) -> float:
     """A job's work in dollars of solo disaggregation: its steps alone, on its own pool pair."""
-    return fleet.pools(job.rollout_gpus, job.train_gpus).cost_per_second * job.solo_seconds
+    return fleet.cost_per_second(job.rollout_gpus, job.train_gpus) * job.solo_seconds
 
 
 @dataclass

@@ -4,6 +4,7 @@ queue, the metrics loader and the validation of a multiplexed pair."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -13,7 +14,7 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentgym.trainers.mux.plan import Profile, cycle_time
+from agentgym.trainers.mux.plan import Admission, Member, Profile, Rules, cycle_time, step_times
 from benchmarks.sim.__main__ import main
 from benchmarks.sim.cluster import GroupRun
 from benchmarks.sim.config import Fleet, Knobs
@@ -22,6 +23,7 @@ from benchmarks.sim.jobs import Job, Step, TraceSpec, generate_trace
 from benchmarks.sim.optimal import optimal_groups
 from benchmarks.sim.phases import Shape, load, load_metrics
 from benchmarks.sim.policies import Colocated, Partition, RollMux, Solo
+from benchmarks.sim.run import admitted_groups
 from benchmarks.sim.validate import predict_span, validate
 
 PLAIN = Knobs(switch_seconds=0.0, release=None, colocated_switch_seconds=0.0)
@@ -67,22 +69,25 @@ def test_solo_and_colocated_bill_the_hand_computed_dollars() -> None:
 
 def test_the_brute_force_optimum_of_three_jobs_is_the_hand_enumerated_one() -> None:
     fleet = Fleet(rollout_price=1.0, train_price=1.0, node_memory_gb=1024.0)
-    rate = 16 / 3600  # 8 + 8 GPUs at $1
+    node = 8 / 3600  # dollars a second of a node of 8 GPUs at $1
     a, b = job("a", 3, 1, memory_gb=600), job("b", 1, 3, memory_gb=600)
     c = job("c", 2, 2, slo=1.3, memory_gb=100)
-    # {a}{b}{c}: 4+4+4; {a,b}{c}: over memory; {a,c}{b} and {b,c}{a}: 5+4 (c slowed 1.25x, within 1.3);
-    # {a,b,c}: over memory (and c slowed 1.5x)
-    groups, cost = optimal_groups([a, b, c], fleet)
-    assert cost == pytest.approx(9 * rate)
-    assert sorted(map(sorted, groups)) in ([["a"], ["b", "c"]], [["a", "c"], ["b"]])
-    roomy = Fleet(rollout_price=1.0, train_price=1.0)  # {a,b}: cycle 4 for both, the best
-    groups, cost = optimal_groups([a, b, c], roomy)
-    assert cost == pytest.approx(8 * rate) and sorted(map(sorted, groups)) == [["a", "b"], ["c"]]
+    # alone: 2 nodes x 4 s each. {a,b}: over memory. {a,c} on one rollout node: 5 s a step for both (the rollout
+    # node's 3 + 2; c slowed 1.25x, within 1.3 and its 3% margin): 2 x 5; on two rollout nodes, sharing training:
+    # 4 s, but 3 nodes x 4 = 12 > 10. {b,c} alike (the training node's 3 + 2). {a,b,c}: over memory.
+    groups, cost = optimal_groups([a, b, c], fleet, PLAIN)
+    assert cost == pytest.approx((2 * 5 + 2 * 4) * node)
+    assert sorted(groups) in ([[["a"]], [["b", "c"]]], [[["a", "c"]], [["b"]]])
+    roomy = Fleet(rollout_price=1.0, train_price=1.0)  # {a,b} alternate on one node each: 4 s for both, the best
+    groups, cost = optimal_groups([a, b, c], roomy, PLAIN)
+    assert cost == pytest.approx((2 * 4 + 2 * 4) * node) and sorted(groups) == [[["a", "b"]], [["c"]]]
+    single = dataclasses.replace(PLAIN, rules=Rules(rollout_scaling=False))
+    assert all(len(group) == 1 for group in optimal_groups([a, b, c], roomy, single)[0])
 
 
 def test_a_group_past_a_members_slo_is_counted_as_a_violation() -> None:
     a, c = job("a", 3, 1, 50, slo=2.0), job("c", 2, 2, 50, slo=1.2)  # cycle 5: both 1.25x slower
-    outcome = simulate(Partition([["a", "c"]]), [a, c], Fleet(), PLAIN)
+    outcome = simulate(Partition([[["a", "c"]]]), [a, c], Fleet(), PLAIN)
     slowdowns = {r.job.id: r.slowdown for r in outcome.records}
     assert slowdowns["c"] == pytest.approx(1.25, rel=0.02) and slowdowns["a"] == pytest.approx(1.25, rel=0.02)
     assert outcome.slo_attainment == 0.5 and not outcome.records[1].slo_met
@@ -159,24 +164,75 @@ def test_early_release_lets_the_next_rollout_start_before_the_tail_ends() -> Non
     held, _ = span([tail, other])
     released, group = span([tail, other], Knobs(switch_seconds=0.0, release=0.8, tail_drag=0.0))
     assert held == 21.0 and released == 17.0  # b's rollout starts at 6 instead of 10
-    assert group.rollout.busy == [("a", 0.0, 6.0), ("b", 6.0, 16.0)]
+    assert group.rollout[0].busy == [("a", 0.0, 6.0), ("b", 6.0, 16.0)]
     dragged, _ = span([tail, other], Knobs(switch_seconds=0.0, release=0.8, tail_drag=0.5))
     assert dragged == 19.0  # b's 10 s overlap a's 4 s tail: 2 s slower
 
 
-def test_admission_plans_the_cycle_on_the_quantile_and_the_slo_on_the_mean_step() -> None:
-    # fast most steps, slow one in ten: its 90th percentile (interpolated) is well above its mean
-    noisy = Job("noisy", 0.0, 8, 8, (Step(1.0, 1.0),) * 9 + (Step(3.0, 1.0),), slo=1.2)
-    profile = noisy.profile(0.9, switch_seconds=0.5)
-    assert (profile.rollout, profile.train) == pytest.approx((1.2 + 0.5, 1.0 + 0.5))
-    assert profile.budget == pytest.approx(1.2 * 2.2)  # 1.2x its mean step alone (2.64 s), not its planned 3.2 s
-    partner = job("partner", 1.0, 1.0, 10)
-    knobs = Knobs(switch_seconds=0.5, release=None)
-    # the pair's planned cycle (3.2 s) is past the noisy job's budget: kept apart, both meet their SLOs
-    apart = simulate(RollMux(), [noisy, partner], Fleet(), knobs)
-    assert apart.slo_attainment == 1.0 and apart.gpu_hours["rollout"] == pytest.approx(2 * 8 * 22 / 3600, rel=0.1)
-    together = simulate(Partition([["noisy", "partner"]]), [noisy, partner], Fleet(), knobs)
-    assert not together.records[0].slo_met  # what a budget on the planned 3.2 s (3.84 s) would have let in
+def test_admission_checks_each_slo_like_for_like() -> None:
+    # fast most steps, slow two in ten: its 90th percentile is far above its mean
+    noisy = Job("noisy", 0.0, 8, 8, (Step(1.0, 1.0),) * 8 + (Step(5.0, 1.0),) * 2, slo=1.2)
+    partner = job("partner", 1.0, 0.5, 10)
+    switching = Knobs(switch_seconds=0.5, release=None)
+    mean = noisy.profile(switching, Fleet())
+    assert (mean.rollout, mean.train, mean.budget) == pytest.approx((1.8 + 0.5, 1.0 + 0.5, 1.2 * 2.8))
+    mixed = dataclasses.replace(PLAIN, basis="mixed")
+    planned = noisy.profile(mixed, Fleet())  # p90 phases against 1.2x the mean step
+    assert (planned.rollout, planned.budget) == pytest.approx((5.0, 1.2 * 2.8))
+    # alone, the noisy job's planned step (6 s) is past that budget (3.36 s): it could share with nobody. Like
+    # for like, the partner fits its bubble (the meta-iteration stays the noisy job's 2.8 s): both keep their SLOs
+    assert admitted_groups([noisy, partner], Fleet(), mixed) == [[["noisy"]], [["partner"]]]
+    assert len(admitted_groups([noisy, partner], Fleet(), PLAIN)) == 1
+    together = simulate(RollMux(), [noisy, partner], Fleet(), PLAIN)
+    assert together.slo_attainment == 1.0 and together.jobs_per_pool > 1.5
+    quantile = noisy.profile(dataclasses.replace(PLAIN, basis="quantile"), Fleet())
+    assert quantile.budget == pytest.approx(1.2 * 6.0)  # Weave's like for like: both sides on p90 phases
+
+
+def test_each_members_step_time_on_shared_nodes_against_hand_computed_cases() -> None:
+    balanced = [Member(Profile(1.0, 1.0), (0,), (0,)), Member(Profile(1.0, 1.0), (0,), (0,))]
+    assert step_times(balanced) == [2.0, 2.0]  # they alternate on both nodes, never waiting
+    # a long job and a short one, each on a rollout node of its own, sharing training: the short one runs at its
+    # own pace but for the training it finds running: the long one's share (100 / 400) times half its phase, over
+    # the time the node is free of it (1 - 0.25): 16.7 s; the long one waits 50 / 200 x 25 / 0.75 = 8.3 s, which
+    # its lockstep meta-iteration (400 s: its own step) caps
+    long, short = Member(Profile(300.0, 100.0), (0,), (0,)), Member(Profile(150.0, 50.0), (1,), (0,))
+    assert step_times([long, short]) == pytest.approx([400.0, 200.0 + 100 / 400 * 50 / 0.75])
+    assert step_times([long, short], "lockstep") == [400.0, 400.0]
+    # training asked for 1.11x the time it has: neither runs at its own pace, the two fall into step (300 s)
+    heavy = [Member(Profile(131.0, 169.0), (0,), (0,)), Member(Profile(98.0, 119.0), (1,), (0,))]
+    assert step_times(heavy) == pytest.approx([300.0, 300.0])
+    # three on one rollout node: it is asked for 3 x 3 / 4 of its time; round robin gives each the same rate
+    crowded = [Member(Profile(3.0, 1.0), (0,), (n,)) for n in range(3)]
+    assert step_times(crowded) == pytest.approx([9.0] * 3)
+
+
+def test_rollout_scaling_puts_a_rollout_heavy_job_on_a_node_of_its_own_beside_the_others_training() -> None:
+    heavy = [job(f"j{i}", 3.0, 1.0, 20, slo=1.2) for i in range(3)]
+    scaling = admitted_groups(heavy, Fleet(), PLAIN)
+    assert scaling == [[["j0"], ["j1"], ["j2"]]]  # one group: a rollout node each, one training node
+    without = dataclasses.replace(PLAIN, rules=Rules(rollout_scaling=False))
+    assert admitted_groups(heavy, Fleet(), without) == [[["j0"]], [["j1"]], [["j2"]]]  # sharing one: 1.5x or more
+    outcome, alone = (simulate(policy, heavy, Fleet(), PLAIN) for policy in (RollMux(), Solo()))
+    assert outcome.slo_attainment == 1.0
+    # 3 rollout nodes and 1 training node where alone each took one of each: 4 nodes' bill against 6
+    assert outcome.dollars == pytest.approx(alone.dollars * (3 * 1.85 + 5.28) / (3 * (1.85 + 5.28)), rel=0.02)
+
+
+def test_admission_keeps_each_nodes_residency_and_weighs_mixed_sizes_only_when_asked() -> None:
+    small = [job(f"s{i}", 1.0, 0.1, 10, slo=2.0) for i in range(4)]
+    crowded = admitted_groups(small, Fleet(max_resident=2), PLAIN)
+    assert all(len(bin) <= 2 for group in crowded for bin in group) and all(
+        sum(map(len, group)) <= 2 for group in crowded)  # no node keeps more than two jobs
+    big = job("big", 2.0, 1.0, 10, slo=2.0, gpus=16)
+    one_size = admitted_groups([big, *small[:1]], Fleet(), PLAIN)
+    assert len(one_size) == 2
+    mixed = dataclasses.replace(PLAIN, rules=Rules(mixed_sizes=True))
+    admission = Admission(Fleet().machines(), mixed.rules)
+    for j in (big, small[0]):
+        admission.place(j.id, j.profile(mixed, Fleet()))
+    (group,) = admission.groups.values()
+    assert len(group.members["s0"].train) == 1 and set(group.members["s0"].train) <= set(group.members["big"].train)
 
 
 @settings(max_examples=60, deadline=None)
@@ -187,8 +243,8 @@ def test_round_robin_never_beats_the_cycle_bound_and_never_shares_a_pool(phases:
     jobs = [job(f"j{i}", r, t, steps) for i, (r, t) in enumerate(phases)]
     seconds, group = span(jobs)
     assert seconds >= steps * cycle_time([Profile(r, t) for r, t in phases]) * (1 - 1e-9)
-    for pool in (group.rollout, group.train):
+    for pool in (group.rollout[0], group.train[0]):
         intervals = sorted((start, end) for _, start, end in pool.busy)
         assert all(prev_end <= start + 1e-9 for (_, prev_end), (start, _) in itertools.pairwise(intervals))
         assert len(intervals) == steps * len(jobs)
-    assert math.isclose(sum(e - s for _, s, e in group.rollout.busy), steps * sum(r for r, _ in phases))
+    assert math.isclose(sum(e - s for _, s, e in group.rollout[0].busy), steps * sum(r for r, _ in phases))

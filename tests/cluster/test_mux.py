@@ -47,7 +47,7 @@ def scheduler(pools):
     """``agentgym mux start`` on the cluster; stopped (with any job actor left) afterwards."""
     done = _agentgym("mux", "start", "--ray-address", pools.cluster.address, "--lease", str(LEASE))
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "1 pool pair(s): rollout_pool:train_pool" in done.stdout
+    assert "1 group spec(s): rollout_pool:train_pool" in done.stdout
     yield ray.get_actor(NAME, namespace=NAMESPACE)
     for name in ("a", "b", "c"):
         try:

@@ -70,23 +70,57 @@ def test_a_job_that_leaves_hands_its_permit_on_and_its_wait_ends():
 
 def test_two_balanced_jobs_share_a_group_and_a_third_is_refused_with_the_reason():
     async def scenario() -> None:
-        scheduler = MuxScheduler([{"pair": {"memory_gb": 2.5}}])
+        scheduler = MuxScheduler([{"memory_gb": 2.5}])
         first, second = await _register(scheduler, "a", "b")
         assert first["group"] == second["group"] == 0
         assert first["resources"] == {"rollout": "rollout_pool", "train": "train_pool"}
         (third,) = await _register(scheduler, "c")
-        assert "host memory: group 0 holds 2.0 GB of 2.5" in third["refused"]
-        assert "no free pools" in third["refused"]
+        assert "host memory: group 0's training nodes hold 2.0 GB of 2.5, the job needs 1.0" in third["refused"]
+        assert "no free nodes for a new group" in third["refused"]
         tight = {**BALANCED, "memory_gb": 0.1, "slo": 1.2}
         (fourth,) = await _register(scheduler, "d", profile=tight)
         assert "SLO" in fourth["refused"] and "(SLO 1.20x)" in fourth["refused"]
         status = await scheduler.status()
         assert [j["job"] for j in status["jobs"]] == ["a", "b"]
         assert status["left"]["c"].startswith("refused: host memory")
-        assert status["groups"][0]["cycle_seconds"] == 2.0  # max(1 + 1, 1 + 1, 1 + 1): no slowdown
+        assert status["groups"][0]["step_seconds"] == {"a": 2.0, "b": 2.0}  # they alternate: no slowdown
         assert [j["planned_slowdown"] for j in status["jobs"]] == [1.0, 1.0]
         same = await scheduler.register("a", BALANCED, steps=3, run_dir="/runs/elsewhere")
         assert "runs already" in same["refused"]
+
+    run(scenario())
+
+
+def test_a_group_scales_its_rollout_onto_a_second_pool_and_shares_its_training_pool():
+    heavy = {"rollout": 3.0, "train": 1.0, "memory_gb": 1.0, "slo": 1.5}
+
+    async def scenario() -> None:
+        scheduler = MuxScheduler([{"rollout_resources": ["r0", "r1"], "train_resource": "t"}])
+        a, b = await _register(scheduler, "a", "b", profile=heavy)
+        # b on a rollout pool of its own (on a's, both would take 6 s a step: 1.5x); both train on t, 4 s a step
+        assert a["resources"] == {"rollout": "r0", "train": "t"} and b["resources"] == {"rollout": "r1", "train": "t"}
+        (c,) = await _register(scheduler, "c", profile=heavy)
+        assert "SLO" in c["refused"] and "6.0 s a step, 1.50x" in c["refused"]  # no third rollout pool
+        complement = {"rollout": 1.0, "train": 3.0, "memory_gb": 1.0, "slo": 1.5}
+        (d,) = await _register(scheduler, "d", profile=complement)
+        assert d["group"] == 0  # training 5 s a meta-iteration: 1.25x for each, within 1.5 and its margin
+        status = await scheduler.status()
+        assert status["groups"][0]["step_seconds"] == {"a": 5.0, "b": 5.0, "d": 5.0}
+        assert set(status["groups"][0]["holders"]) == {"r0", "r1", "t"}
+        await scheduler.acquire("a", "rollout")
+        assert await asyncio.wait_for(scheduler.acquire("b", "rollout"), 1)  # another pool: no wait
+        sharer = "a" if d["resources"]["rollout"] == "r0" else "b"
+        waiting = asyncio.create_task(scheduler.acquire("d", "rollout"))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()  # d shares its rollout pool with a or b, which holds it
+        await scheduler.release(sharer, "rollout")
+        assert await waiting
+        after = MuxScheduler([{"rollout_resources": ["r0", "r1"], "train_resource": "t"}])  # restarted, empty
+        again = {name: await after.register(name, profile, steps=3, run_dir=f"/runs/{name}", group=0,
+                                            rollout=placed["resources"]["rollout"])
+                 for name, profile, placed in (("b", heavy, b), ("d", complement, d), ("a", heavy, a))}
+        assert {name: r["resources"]["rollout"] for name, r in again.items()} == {"a": "r0", "b": "r1",
+                                                                                  "d": d["resources"]["rollout"]}
 
     run(scenario())
 
@@ -104,7 +138,7 @@ def test_a_silent_job_loses_its_permits_to_the_next_and_leaves_with_the_cause():
         status = await scheduler.status()
         assert [j["job"] for j in status["jobs"]] == ["b"]
         assert status["left"]["a"].startswith("crashed: not heard from")
-        assert status["groups"][0]["holders"]["rollout"] == "b"
+        assert status["groups"][0]["holders"]["rollout_pool"] == "b"
         assert not await scheduler.heartbeat("a", 1)  # told to register again
 
     run(scenario())
@@ -117,10 +151,11 @@ def test_a_restarted_scheduler_takes_jobs_back_with_their_groups_and_permits():
         await before.acquire("a", "train")
         after = MuxScheduler()  # Ray restarts it empty
         assert not await after.acquire("b", "rollout")
-        again = [await after.register(name, BALANCED, steps=3, run_dir=f"/runs/{name}", group=p["group"], held=held)
+        again = [await after.register(name, BALANCED, steps=3, run_dir=f"/runs/{name}", group=p["group"], held=held,
+                                      rollout=p["resources"]["rollout"])
                  for name, p, held in (("a", placed[0], ["train"]), ("b", placed[1], []))]
         assert [r["group"] for r in again] == [p["group"] for p in placed]
-        assert (await after.status())["groups"][0]["holders"] == {"rollout": None, "train": "a"}
+        assert (await after.status())["groups"][0]["holders"] == {"rollout_pool": None, "train_pool": "a"}
         waiting = asyncio.create_task(after.acquire("b", "train"))
         await asyncio.sleep(0.05)
         assert not waiting.done()

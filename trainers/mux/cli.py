@@ -23,8 +23,9 @@ from agentgym.errors import AgentGymError
 from agentgym.trainers.config import TrainConfig
 
 ADDRESS_HELP = "The Ray cluster (host:port, auto); default RAY_ADDRESS, else auto."
-POOL_HELP = ("A pool pair a group may take, as ROLLOUT_RESOURCE:TRAIN_RESOURCE, the Ray resources that mark the two "
-             "pools' nodes (repeat for more groups; default rollout_pool:train_pool).")
+POOL_HELP = ("The nodes a group may take, as ROLLOUT_RESOURCE[,ROLLOUT_RESOURCE...]:TRAIN_RESOURCE, the Ray resources "
+             "that mark its rollout nodes (one rollout pool each; a group adds them as rollout scaling asks) and its "
+             "training pool (repeat for more groups; default rollout_pool:train_pool).")
 
 
 def _address(address: str | None) -> str:
@@ -50,9 +51,9 @@ def mux_group() -> None:
 
 @mux_group.command("start")
 @click.option("--ray-address", help=ADDRESS_HELP)
-@click.option("--pool", "pools", multiple=True, metavar="ROLLOUT:TRAIN", help=POOL_HELP)
+@click.option("--pool", "pools", multiple=True, metavar="ROLLOUT[,ROLLOUT]:TRAIN", help=POOL_HELP)
 @click.option("--memory-gb", type=click.FloatRange(min=0, min_open=True),
-              help="Host memory a group's resident jobs may take; default: the least of its pools' nodes.")
+              help="Host memory the jobs resident on a node may take; default: the least of its pools' nodes.")
 @click.option("--lease", type=click.FloatRange(min=0.5), default=30.0, show_default=True,
               help="Seconds without a word from a job after which it counts as crashed and its permits go on.")
 def start_command(ray_address: str | None, pools: tuple[str, ...], memory_gb: float | None, lease: float) -> None:
@@ -65,15 +66,17 @@ def start_command(ray_address: str | None, pools: tuple[str, ...], memory_gb: fl
     specs = []
     for pool in pools or ("rollout_pool:train_pool",):
         rollout, sep, train = pool.partition(":")
-        if not (sep and rollout and train):
-            raise click.BadParameter(f"{pool!r} is not ROLLOUT_RESOURCE:TRAIN_RESOURCE", param_hint="--pool")
-        nodes = [_nodes_with(rollout), _nodes_with(train)]
-        missing = [name for name, found in zip((rollout, train), nodes, strict=True) if not found]
+        resources = [name.strip() for name in rollout.split(",")]
+        if not (sep and all(resources) and train):
+            raise click.BadParameter(f"{pool!r} is not ROLLOUT_RESOURCE[,ROLLOUT_RESOURCE...]:TRAIN_RESOURCE",
+                                     param_hint="--pool")
+        nodes = [_nodes_with(name) for name in (*resources, train)]
+        missing = [name for name, found in zip((*resources, train), nodes, strict=True) if not found]
         if missing:
             raise click.ClickException(f"no node of the cluster offers {', '.join(missing)}: start the pools' nodes "
                                        f"with ray start --resources='{{\"{missing[0]}\": 1}}'")
         memory = memory_gb or min(n["Resources"].get("memory", 0) for found in nodes for n in found) / 1e9
-        specs.append({"rollout_resource": rollout, "train_resource": train, "pair": {"memory_gb": memory}})
+        specs.append({"rollout_resources": resources, "train_resource": train, "memory_gb": memory})
     try:
         ray.get_actor(NAME, namespace=NAMESPACE)
         raise click.ClickException("a mux scheduler runs on this cluster already (agentgym mux status; stop it "
@@ -83,8 +86,8 @@ def start_command(ray_address: str | None, pools: tuple[str, ...], memory_gb: fl
     actor = ray.remote(MuxScheduler).options(name=NAME, namespace=NAMESPACE, lifetime="detached", max_restarts=-1,
                                              num_cpus=0).remote(specs, lease_seconds=lease)
     status = ray.get(actor.status.remote())
-    click.echo(f"mux scheduler started with {len(specs)} pool pair(s): "
-               + ", ".join(f"{s['rollout_resource']}:{s['train_resource']} ({s['pair']['memory_gb']:.0f} GB)"
+    click.echo(f"mux scheduler started with {len(specs)} group spec(s): "
+               + ", ".join(f"{','.join(s['rollout_resources'])}:{s['train_resource']} ({s['memory_gb']:.0f} GB a node)"
                            for s in specs) + f"; {len(status['jobs'])} jobs")
 
 
@@ -167,11 +170,12 @@ def status_command(ray_address: str | None, as_json: bool) -> None:
         click.echo(json.dumps(status, indent=1))
         return
     console = Console()
-    groups = Table("group", "members", "cycle s", "memory GB", "rollout pool", "training pool", title="groups")
+    groups = Table("group", "members", "planned s a step", "memory GB", "pools (holder)", title="groups")
     for g in status["groups"]:
-        groups.add_row(str(g["group"]), ", ".join(g["members"]), f"{g['cycle_seconds']:.1f}", f"{g['memory_gb']:.1f}",
-                       f"{g['pools']['rollout_resource']} ({g['holders']['rollout'] or 'free'})",
-                       f"{g['pools']['train_resource']} ({g['holders']['train'] or 'free'})")
+        groups.add_row(str(g["group"]), ", ".join(g["members"]),
+                       ", ".join(f"{name} {seconds:.1f}" for name, seconds in g["step_seconds"].items()),
+                       f"{g['memory_gb']:.1f}",
+                       ", ".join(f"{resource} ({holder or 'free'})" for resource, holder in g["holders"].items()))
     console.print(groups)
     for job in status["jobs"]:
         console.print(_progress_line(job))

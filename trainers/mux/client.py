@@ -23,7 +23,8 @@ class Refused(AgentGymError):
 
 @dataclass(frozen=True)
 class Placement:
-    """Where admission put a job: its group and the Ray resources that mark that group's two pools."""
+    """Where admission put a job: its group and the Ray resources that mark its rollout node and its group's
+    training pool."""
 
     group: int
     rollout_resource: str
@@ -61,8 +62,9 @@ class MuxClient:
         """Join a group (or get back the one a submission chose); raises :class:`Refused` with the reason.
         ``heartbeat``: keep the job's lease from this process (the job's own, not the one submitting it)."""
         group = self.placement.group if self.placement else None
+        rollout = self.placement.rollout_resource if self.placement else None
         reply = self._call("register", self.job, asdict(self.profile), steps=self.steps, run_dir=self.run_dir,
-                           group=group, held=sorted(self.held))
+                           group=group, held=sorted(self.held), rollout=rollout)
         if "refused" in reply:
             raise Refused(f"the mux scheduler refused job {self.job}: {reply['refused']}")
         self.placement = Placement(reply["group"], reply["resources"]["rollout"], reply["resources"]["train"])

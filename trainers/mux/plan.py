@@ -1,254 +1,713 @@
-"""RollMux's planning arithmetic, shared by the Ray scheduler and the cluster simulator: a job's profile, the
-round-robin cycle of a co-execution group, and the inter-group admission that places each new job where it adds
-the least cost without breaking host-memory residency or any member's slowdown SLO.
+"""RollMux's planning arithmetic, shared by the Ray scheduler and the cluster simulator: a job's profile, a
+co-execution group's nodes and its members' step times, and the inter-group admission that places each new job
+where it adds the least cost without breaking any node's residency or any member's slowdown SLO.
 
-A co-execution group owns one rollout pool and one training pool. Its round-robin schedule runs every member's
-rollout once on the rollout pool and every member's training once on the training pool per meta-iteration, whose
-length in steady state is ``max(sum of rollouts, sum of trainings, longest single job's rollout + training)``:
-the busier pool, or one job's own dependency chain, whichever binds. Each member then makes one step per cycle,
-so its slowdown against running alone on the same pools is ``cycle / (its rollout + its training)``.
+A co-execution group owns a training pool of nodes and one or more rollout nodes. Each member is pinned to as many
+rollout nodes and training nodes as its size asks. A node runs the phases of the members pinned to it one at a
+time, in turn, passing over a member that is not asking (work-conserving round-robin). Admission estimates each
+member's seconds per step in the group (:func:`step_times`) and checks it against the member's SLO.
+
+Admission tries, for each group, *direct packing* (onto the group's nodes as they are) and *rollout scaling*
+(onto just enough new rollout nodes, sharing the training pool), and against them a *new group* sized for the
+job; it takes the placement that adds the least to the bill net of the work it does (Weave/RollMux, OSDI'26,
+§4.2; the departures are in docs/multiplexing.md).
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+import numpy as np
 
 SECONDS_PER_HOUR = 3600.0
+Basis = Literal["mean", "quantile", "mixed"]
+Model = Literal["shared", "lockstep"]
+Kind = Literal["packed", "scaled", "new"]
+Pool = Literal["rollout", "train"]
+Node = tuple[Pool, int]
 
 
 @dataclass(frozen=True)
 class Profile:
-    """What admission knows of a job: seconds per step of its rollout and its training on its group's pools, the
-    host memory its resident states take (engine and learner, kept warm between phases), and its SLO (the most
-    its step time may grow against running alone: co-run time <= ``slo`` x solo time)."""
+    """What admission knows of a job: seconds per step of its rollout and its training on its own nodes, its size
+    in nodes of each pool, the host memory its resident states take on each training node it is pinned to, and
+    its SLO (the most its step time may grow against running alone: co-run time <= ``slo`` x solo time).
+    ``variability``: each phase's mean square over its squared mean (1 for a phase that always takes as long),
+    which sets how long another job waits, on average, for the phase it finds running."""
 
     rollout: float
     train: float
     memory_gb: float = 0.0
     slo: float = 2.0
     typical: float | None = None
-    """Seconds of its typical step alone, what its SLO is measured against (``None``: ``solo``). Planned phase
-    times at a high quantile are above it: the cycle is estimated conservatively, the budget is not inflated."""
+    """Seconds of the step alone its SLO is measured against (``None``: ``solo``, like for like)."""
+    rollout_nodes: int = 1
+    train_nodes: int = 1
+    variability: tuple[float, float] = (1.0, 1.0)
 
     def __post_init__(self) -> None:
         if self.rollout < 0 or self.train < 0 or self.rollout + self.train <= 0:
             raise ValueError(f"phase times must be >= 0 and not both 0, got rollout {self.rollout}, train {self.train}")
         if self.slo < 1:
             raise ValueError(f"an SLO is a slowdown bound >= 1, got {self.slo}")
+        if self.rollout_nodes < 1 or self.train_nodes < 1:
+            raise ValueError(f"a job needs at least one node of each pool, got {self.rollout_nodes} rollout and "
+                             f"{self.train_nodes} training nodes")
 
     @property
     def solo(self) -> float:
-        """Seconds per step alone on the pools: rollout, then training (a synchronous job's two phases)."""
+        """Seconds per step alone on its nodes: rollout, then training (a synchronous job's two phases)."""
         return self.rollout + self.train
 
     @property
     def budget(self) -> float:
-        """The most seconds a co-run step may take: ``slo`` times its typical step alone."""
+        """The most seconds a co-run step may take: ``slo`` times its step alone."""
         return self.slo * (self.solo if self.typical is None else self.typical)
 
+    @property
+    def size(self) -> tuple[int, int]:
+        return self.rollout_nodes, self.train_nodes
+
+    def phase(self, pool: Pool) -> float:
+        return self.rollout if pool == "rollout" else self.train
+
+    def residual(self, pool: Pool) -> float:
+        """Seconds left, on average, of this job's phase on ``pool`` that another job finds running:
+        ``E[S^2] / 2 E[S]``."""
+        return self.phase(pool) * self.variability[pool == "train"] / 2
+
     @classmethod
-    def from_samples(cls, rollout: Iterable[float], train: Iterable[float], *, quantile: float = 0.9,
-                     memory_gb: float = 0.0, slo: float = 2.0) -> Profile:
-        """A conservative profile from measured phase times: each phase at its ``quantile`` (RollMux plans on
-        a high quantile of each phase's distribution, so a job's slow steps do not break its group's SLOs),
-        its SLO budget on its mean step (the quantile would loosen the budget as much as it pads the cycle)."""
+    def from_samples(cls, rollout: Iterable[float], train: Iterable[float], *, basis: Basis = "mean",
+                     quantile: float = 0.9, overhead: float = 0.0, memory_gb: float = 0.0, slo: float = 2.0,
+                     rollout_nodes: int = 1, train_nodes: int = 1) -> Profile:
+        """A profile from measured phase times, planned on ``basis``: ``mean`` (each phase's mean, and the SLO on
+        the mean step: what the SLO bounds, over a whole run), ``quantile`` (each phase at its ``quantile``, and
+        the SLO on that step: like for like, as Weave plans both sides on worst-case phases), or ``mixed`` (the
+        phases at the quantile, the SLO on the mean step: a longest member alone then shows a slowdown of its
+        quantile over its mean). ``overhead`` (a switch between jobs) is added to each planned phase, never to the
+        step alone the SLO is measured against."""
         rollout, train = list(rollout), list(train)
-        planned = _quantile(rollout, quantile), _quantile(train, quantile)
-        typical = statistics.fmean(rollout) + statistics.fmean(train)
-        return cls(*planned, memory_gb=memory_gb, slo=slo, typical=typical)
+        if len(rollout) != len(train) or not rollout:
+            raise ValueError(f"a profile needs paired phase times, got {len(rollout)} rollouts and {len(train)} "
+                             "trainings")
+        variability = (_variability([r + overhead for r in rollout]), _variability([t + overhead for t in train]))
+        shared = {"memory_gb": memory_gb, "slo": slo, "rollout_nodes": rollout_nodes, "train_nodes": train_nodes,
+                  "variability": variability}
+        if basis == "quantile":
+            planned = _quantile(rollout, quantile), _quantile(train, quantile)
+            typical = sum(planned)
+        else:
+            planned = (_quantile(rollout, quantile), _quantile(train, quantile)) if basis == "mixed" \
+                else (statistics.fmean(rollout), statistics.fmean(train))
+            typical = statistics.fmean(rollout) + statistics.fmean(train)
+        return cls(planned[0] + overhead, planned[1] + overhead, typical=typical, **shared)
 
 
 def _quantile(samples: list[float], q: float) -> float:
-    if not samples:
-        raise ValueError("a phase needs at least one measured time")
     if len(samples) == 1:
         return samples[0]
     return statistics.quantiles(samples, n=100, method="inclusive")[min(98, max(0, round(q * 100) - 1))]
 
 
+def _variability(samples: list[float]) -> float:
+    mean = statistics.fmean(samples)
+    return statistics.fmean(s * s for s in samples) / (mean * mean) if mean > 0 else 1.0
+
+
 def cycle_time(members: Iterable[Profile]) -> float:
-    """Seconds of one round-robin meta-iteration of a group of ``members`` in steady state (0 for none)."""
+    """Seconds of one meta-iteration of ``members`` sharing one rollout node and one training node in lockstep
+    (0 for none)."""
     members = list(members)
     if not members:
         return 0.0
     return max(sum(m.rollout for m in members), sum(m.train for m in members), max(m.solo for m in members))
 
 
-def slowdowns(members: Sequence[Profile]) -> list[float]:
-    """Each member's step time in the group against alone: ``cycle / solo``."""
-    cycle = cycle_time(members)
-    return [cycle / m.solo for m in members]
+@dataclass
+class Member:
+    """A member's profile and the nodes it is pinned to (node ids within its group)."""
+
+    profile: Profile
+    rollout: tuple[int, ...]
+    train: tuple[int, ...]
+
+    def nodes(self) -> tuple[Node, ...]:
+        return (*(("rollout", n) for n in self.rollout), *(("train", n) for n in self.train))
+
+
+def step_times(members: Sequence[Member], model: Model = "shared") -> list[float]:
+    """Each member's expected seconds per step in a group.
+
+    ``lockstep``: every member makes one step per meta-iteration, as long as the busiest node's phases or the
+    longest member's step (Weave's round-robin schedule), among the members linked through shared nodes.
+
+    ``shared``: the nodes serve whoever asks, in turn (as the scheduler's turnstiles and the simulator do), so a
+    member runs at its own pace unless a node it uses is saturated. Step rates rise together until a member
+    reaches its solo pace or a node it uses is busy all the time, which fixes the rates of its members (round
+    robin gives each an equal share of phases there: progressive filling). A member then also waits, at each of
+    its pools, on its most-waited node there, as in an M/G/1 queue: ``R / (1 - rho)``, where ``rho`` is the other
+    members' share of the node's time and ``R`` that share times their phase's mean residual (``E[S^2] / 2 E[S]``),
+    but never more than one phase of each other member (round robin serves each once before it comes back). Where
+    no node is saturated at the members' own paces, the filling ends at once. A member's estimate is never more
+    than its lockstep meta-iteration: phases that repeat alike fall into step and stop meeting (two balanced jobs
+    alternate with no wait, where a queue would have them wait half the time). (A phase on several nodes that
+    other members share in part waits longer than this: it starts only once all of them are free.)"""
+    count = len(members)
+    if not count:
+        return []
+    profiles = [m.profile for m in members]
+    solo = [p.solo for p in profiles]
+    phases = {"rollout": [p.rollout for p in profiles], "train": [p.train for p in profiles]}
+    users: dict[Node, list[int]] = {}
+    for j, member in enumerate(members):
+        for node in member.nodes():
+            users.setdefault(node, []).append(j)
+    nodes = [(phases[pool], ids) for (pool, _), ids in users.items()]
+    lockstep = _lockstep(count, solo, nodes)
+    if model == "lockstep":
+        return lockstep
+    rate = [1 / t for t in solo]
+    saturated = any(sum(phase[j] * rate[j] for j in ids) > 1 + 1e-12 for phase, ids in nodes)
+    frozen = [not saturated] * count
+    if saturated:
+        rate = [0.0] * count
+    while not all(frozen):
+        step = min(1 / solo[j] - rate[j] for j in range(count) if not frozen[j])
+        for phase, ids in nodes:
+            rising = sum(phase[j] for j in ids if not frozen[j])
+            if rising > 0:
+                step = min(step, (1 - sum(phase[j] * rate[j] for j in ids)) / rising)
+        step = max(step, 0.0)
+        for j in range(count):
+            if not frozen[j]:
+                rate[j] += step
+                frozen[j] = rate[j] * solo[j] >= 1 - 1e-12
+        for phase, ids in nodes:
+            if sum(phase[j] * rate[j] for j in ids) >= 1 - 1e-12:
+                for j in ids:
+                    frozen[j] = True
+    busy = {pool: [rate[j] * phases[pool][j] for j in range(count)] for pool in ("rollout", "train")}
+    found = {pool: [busy[pool][j] * p.residual(pool) for j, p in enumerate(profiles)] for pool in ("rollout", "train")}
+    totals = {(pool, n): (sum(busy[pool][i] for i in ids), sum(found[pool][i] for i in ids),
+                          sum(phases[pool][i] for i in ids)) for (pool, n), ids in users.items()}
+    times = []
+    for j, member in enumerate(members):
+        waits = {"rollout": 0.0, "train": 0.0}
+        for node in member.nodes():
+            pool = node[0]
+            load, residual, phase = totals[node]
+            load, residual, phase = load - busy[pool][j], residual - found[pool][j], phase - phases[pool][j]
+            waits[pool] = max(waits[pool], min(phase, residual / max(1e-9, 1 - load)))
+        times.append(min(lockstep[j], max(1 / rate[j], solo[j] + waits["rollout"] + waits["train"])))
+    return times
+
+
+def _lockstep(count: int, solo: list[float], nodes: list[tuple[list[float], list[int]]]) -> list[float]:
+    """Each member's meta-iteration: members linked through shared nodes step together, as long as their
+    busiest node's phases or their longest member's step."""
+    link = list(range(count))
+
+    def root(j: int) -> int:
+        while link[j] != j:
+            link[j] = link[link[j]]
+            j = link[j]
+        return j
+
+    for _, ids in nodes:
+        for j in ids[1:]:
+            link[root(j)] = root(ids[0])
+    cycle: dict[int, float] = {}
+    for j in range(count):
+        cycle[root(j)] = max(cycle.get(root(j), 0.0), solo[j])
+    for phase, ids in nodes:
+        cycle[root(ids[0])] = max(cycle[root(ids[0])], sum(phase[j] for j in ids))
+    return [cycle[root(j)] for j in range(count)]
 
 
 @dataclass(frozen=True)
-class PoolPair:
-    """The machines a co-execution group owns: a rollout pool and a training pool, their prices, and the host
-    memory in which the members' states stay resident."""
+class Machines:
+    """The nodes groups are built of: GPUs per node, each pool's price per GPU-hour (or core-hour on a CPU
+    cluster), a training node's host memory, and how many jobs one node may keep resident between phases."""
 
-    rollout_gpus: int = 1
-    train_gpus: int = 1
+    gpus_per_node: int = 1
     rollout_price: float = 1.0
-    """Per GPU-hour (or per core-hour on a CPU cluster)."""
     train_price: float = 1.0
-    memory_gb: float = float("inf")
+    node_memory_gb: float = math.inf
+    max_resident: int | None = None
+    """Jobs pinned to one node at most, of either pool (``None``: as many as its memory holds)."""
 
-    @property
-    def cost_per_second(self) -> float:
-        return (self.rollout_gpus * self.rollout_price + self.train_gpus * self.train_price) / SECONDS_PER_HOUR
+    def cost_per_second(self, rollout_nodes: int, train_nodes: int) -> float:
+        """Dollars a second of that many nodes of each pool."""
+        return self.gpus_per_node * (rollout_nodes * self.rollout_price + train_nodes * self.train_price) \
+            / SECONDS_PER_HOUR
+
+
+@dataclass(frozen=True)
+class Rules:
+    """How admission plans (each a switch, for the ablation)."""
+
+    rollout_scaling: bool = True
+    """Add rollout nodes to a group whose training pool has room (else only direct packing or a new group)."""
+    mixed_sizes: bool = False
+    """A job may join a group of another size, pinned to a subset of its nodes (else only groups of its size).
+    Off by default: a multi-node phase whose nodes other members share in part waits for all of them at once,
+    which :func:`step_times` does not estimate (docs/multiplexing.md gives the measured cost)."""
+    model: Model = "shared"
+    """How members' step times are estimated (:func:`step_times`)."""
+    slo_margin: float = 0.03
+    """The risk knob: each member's estimated step time, raised by this share, must stay within its SLO budget
+    (the estimate misses a few percent where varying phases fall out of step: benchmarks/sim's ``risk`` sweep)."""
+    weighed: int | None = 8
+    """Groups weighed at most per job, the most promising first (``None``: every group the screen lets by)."""
+
+
+class Capacity(Protocol):
+    """Where new nodes come from: the ids of new groups and whether nodes can be had now."""
+
+    def open(self, profile: Profile) -> int | None:
+        """The id of a new group sized for ``profile`` (its nodes taken), or ``None`` where none can be had."""
+        ...
+
+    def can_grow(self, group: Group, rollout_nodes: int) -> bool:
+        """Whether ``group`` may add that many rollout nodes now."""
+        ...
+
+    def claim(self, group: int) -> None:
+        """Hold group id ``group`` (a group rebuilt as its jobs register again after a restart)."""
+        ...
+
+    def close(self, group: int) -> None:
+        """Group ``group`` emptied: its nodes are free again."""
+        ...
+
+
+class Unbounded:
+    """As many nodes as admission asks for: groups numbered from 0, the lowest free id first."""
+
+    def __init__(self) -> None:
+        self.used: set[int] = set()
+
+    def open(self, profile: Profile) -> int | None:
+        index = next(i for i in range(len(self.used) + 1) if i not in self.used)
+        self.used.add(index)
+        return index
+
+    def can_grow(self, group: Group, rollout_nodes: int) -> bool:
+        return True
+
+    def claim(self, group: int) -> None:
+        self.used.add(group)
+
+    def close(self, group: int) -> None:
+        self.used.discard(group)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a job would go in a group: the existing rollout and training nodes it is pinned to, how many rollout
+    nodes are added for it, every member's step time then (the job's under ``""``), and what it adds to the bill
+    net of the work it does, in dollars a second."""
+
+    kind: Kind
+    rollout: tuple[int, ...]
+    added: int
+    train: tuple[int, ...]
+    times: dict[str, float]
+    added_cost: float
+
+
+FIRST_FIT = 0.05
+"""Admission takes the first placement (groups with the least-busy nodes first) whose added cost is within this
+share of the job's own price of the best it could conceivably be (the job at its own pace, nobody slowed): as
+Weave, which keeps the first placement of least cost among ties, since any packing into a bubble costs nothing."""
+NEW = ""
+"""The key of the job being placed among a placement's step times."""
 
 
 class Group:
-    """A co-execution group: its pools and its members' profiles by job id, with the sums admission reads kept
-    up to date (so a placement weighs each group in constant time)."""
+    """A co-execution group: its training nodes, its rollout nodes (more may be added), the members pinned to
+    them with their estimated step times, and each node's utilisation and residents."""
 
-    def __init__(self, id: int, pools: PoolPair) -> None:
-        self.id, self.pools = id, pools
-        self.members: dict[str, Profile] = {}
-        self._sums()
-
-    def add(self, job: str, profile: Profile) -> None:
-        self.members[job] = profile
-        self._sums()
-
-    def discard(self, job: str) -> None:
-        self.members.pop(job, None)
-        self._sums()
-
-    def _sums(self) -> None:
-        members = self.members.values()
-        self.rollout = sum(m.rollout for m in members)
-        self.train = sum(m.train for m in members)
-        self.longest = max((m.solo for m in members), default=0.0)
-        self.memory_gb = sum(m.memory_gb for m in members)
-        self.budget = min((m.budget for m in members), default=float("inf"))
-        """The tightest member's SLO, in seconds per step: no cycle may exceed it."""
+    def __init__(self, id: int, machines: Machines, size: tuple[int, int], model: Model = "shared") -> None:
+        """A group sized for a first job of ``size`` (rollout nodes, training nodes)."""
+        self.id, self.machines, self.size, self.model = id, machines, size, model
+        self.members: dict[str, Member] = {}
+        self.times: dict[str, float] = {}
+        self.value = 0.0
+        """The work its members do a second (:meth:`value_per_second`)."""
+        self.utilisation: dict[Node, float] = {}
+        self.residents: dict[Node, int] = {}
+        self.train_memory: dict[int, float] = {}
+        for node in range(size[1]):
+            self._add_node(("train", node))
+            self.train_memory[node] = 0.0
+        self.add_rollout_nodes(size[0])
 
     @property
-    def cycle(self) -> float:
-        return max(self.rollout, self.train, self.longest)
+    def rollout_nodes(self) -> list[int]:
+        return [n for pool, n in self.utilisation if pool == "rollout"]
 
-    def cycle_with(self, profile: Profile) -> float:
-        """The cycle once ``profile`` joins."""
-        return max(self.rollout + profile.rollout, self.train + profile.train, self.longest, profile.solo)
+    @property
+    def train_nodes(self) -> list[int]:
+        return [n for pool, n in self.utilisation if pool == "train"]
 
-    def cost_rate(self) -> float:
-        """Dollars per member step: the pools' cost over one cycle, per step each member makes in it."""
-        return self.pools.cost_per_second * self.cycle / len(self.members) if self.members else 0.0
+    @property
+    def cost_per_second(self) -> float:
+        return self.machines.cost_per_second(len(self.rollout_nodes), len(self.train_nodes))
+
+    @property
+    def memory_gb(self) -> float:
+        """Host memory taken on its fullest training node."""
+        return max(self.train_memory.values())
+
+    @property
+    def budget(self) -> float:
+        """Seconds per step of its tightest member's SLO (``inf`` while empty)."""
+        return min((m.profile.budget for m in self.members.values()), default=math.inf)
+
+    def value_per_second(self, times: dict[str, float], new: Profile | None = None) -> float:
+        """The work its members do a second at these step ``times``, in dollars of each running alone on its own
+        nodes."""
+        profiles = {name: m.profile for name, m in self.members.items()}
+        if new is not None:
+            profiles[NEW] = new
+        return sum(self.machines.cost_per_second(*p.size) * p.solo / times[name] for name, p in profiles.items())
+
+    def add_rollout_nodes(self, count: int) -> tuple[int, ...]:
+        """New, empty rollout nodes: their ids, the lowest free ones (a group's rollout ids never pass the most
+        nodes it has held at once)."""
+        ids = tuple(itertools.islice((n for n in itertools.count() if ("rollout", n) not in self.utilisation), count))
+        for node in ids:
+            self._add_node(("rollout", node))
+        return ids
+
+    def _add_node(self, node: Node) -> None:
+        self.utilisation[node], self.residents[node] = 0.0, 0
+
+    def placements(self, profile: Profile, rules: Rules, capacity: Capacity | None) -> list[Placement]:
+        """Where ``profile`` may go in this group within every residency limit and every member's SLO: on the
+        nodes it has (direct packing) or on just enough new rollout nodes, and on new rollout nodes of its own
+        (rollout scaling, where ``rules`` and ``capacity`` allow); each on the least-busy nodes it may take."""
+        if not rules.mixed_sizes and profile.size != self.size:
+            return []
+        cap = self.machines.max_resident
+        room = sum(1 for (pool, _), count in self.residents.items()
+                   if pool == "rollout" and (cap is None or count < cap))
+        least = max(0, profile.rollout_nodes - room)
+        out: list[Placement] = []
+        for added in sorted({least, profile.rollout_nodes} if rules.rollout_scaling else {0}):
+            if added and (capacity is None or not capacity.can_grow(self, added)):
+                break
+            floor = self.machines.cost_per_second(added, 0) - self.machines.cost_per_second(*profile.size)
+            if out and min(p.added_cost for p in out) <= floor:
+                break  # more new nodes cannot beat what fits already
+            placement = self.candidate(profile, added)
+            if placement is not None and not self.breaches(placement, profile, rules.slo_margin):
+                out.append(placement)
+        return out
+
+    def breaches(self, placement: Placement, profile: Profile, margin: float = 0.0) -> list[tuple[str, float]]:
+        """The members (``""``: the new job) whose step time under ``placement``, raised by ``margin``, passes
+        their SLO budget, with that step time."""
+        budgets = {name: m.profile.budget for name, m in self.members.items()} | {NEW: profile.budget}
+        return [(name, t) for name, t in placement.times.items() if t * (1 + margin) > budgets[name] * (1 + 1e-9)]
+
+    def candidate(self, profile: Profile, added: int = 0) -> Placement | None:
+        """``profile`` on the least-busy nodes it may take with ``added`` new rollout nodes, whatever the SLOs
+        (``None``: too few nodes may keep it resident)."""
+        train = self._least_busy("train", profile.train_nodes, profile)
+        rollout = self._least_busy("rollout", profile.rollout_nodes - added, profile)
+        if train is None or rollout is None:
+            return None
+        fresh = tuple(-1 - k for k in range(added))
+        names = [*self.members, NEW]
+        members = [*self.members.values(), Member(profile, (*rollout, *fresh), train)]
+        times = dict(zip(names, step_times(members, self.model), strict=True))
+        rate = self.machines.cost_per_second(len(self.rollout_nodes) + added, len(self.train_nodes))
+        added_cost = rate - self.cost_per_second - (self.value_per_second(times, profile) - self.value)
+        return Placement("scaled" if added else "packed", rollout, added, train, times, added_cost)
+
+    def _least_busy(self, pool: Pool, count: int, profile: Profile) -> tuple[int, ...] | None:
+        """The ``count`` least-busy nodes of ``pool`` that may keep one more resident job (``None``: too few)."""
+        cap = self.machines.max_resident
+        eligible = [n for (kind, n), residents in self.residents.items() if kind == pool
+                    and (cap is None or residents < cap)
+                    and (pool != "train" or self.train_memory[n] + profile.memory_gb <= self.machines.node_memory_gb)]
+        if len(eligible) < count:
+            return None
+        return tuple(sorted(eligible, key=lambda n: (self.utilisation[(pool, n)], n))[:count])
+
+    def add(self, job: str, profile: Profile, placement: Placement) -> Member:
+        """Pin ``job`` where ``placement`` says (adding its new rollout nodes)."""
+        rollout = (*placement.rollout, *self.add_rollout_nodes(placement.added))
+        member = self.members[job] = Member(profile, rollout, placement.train)
+        for node in member.nodes():
+            self.residents[node] += 1
+        for node in member.train:
+            self.train_memory[node] += profile.memory_gb
+        self._estimate()
+        return member
+
+    def discard(self, job: str) -> tuple[int, ...]:
+        """Unpin ``job``; the rollout nodes it leaves without residents are given up (their ids returned)."""
+        member = self.members.pop(job, None)
+        if member is None:
+            return ()
+        for node in member.nodes():
+            self.residents[node] -= 1
+        for node in member.train:
+            self.train_memory[node] -= member.profile.memory_gb
+        freed = tuple(n for n in member.rollout if self.residents[("rollout", n)] == 0)
+        for n in freed:
+            del self.utilisation[("rollout", n)], self.residents[("rollout", n)]
+        self._estimate()
+        return freed
+
+    def _estimate(self) -> None:
+        """The members' step times and each node's utilisation (its share of time busy) again."""
+        self.times = dict(zip(self.members, step_times(list(self.members.values()), self.model), strict=True))
+        self.value = self.value_per_second(self.times)
+        self.utilisation = dict.fromkeys(self.utilisation, 0.0)
+        for name, member in self.members.items():
+            for node in member.nodes():
+                self.utilisation[node] += member.profile.phase(node[0]) / self.times[name]
+
+    def fresh_placement(self, profile: Profile) -> Placement:
+        """The placement of a first member on this group's own nodes."""
+        return Placement("new", tuple(self.rollout_nodes[:profile.rollout_nodes]), 0,
+                         tuple(self.train_nodes[:profile.train_nodes]), {NEW: profile.solo}, 0.0)
+
+    def summary(self, margin: float) -> tuple[float, ...]:
+        """The figures admission screens groups on, in the order of :data:`SUMMARY`, with members' slack under
+        the SLO ``margin``."""
+        cap = self.machines.max_resident
+        slack = {name: m.profile.budget / (1 + margin) - self.times[name] for name, m in self.members.items()}
+        on: dict[Node, list[str]] = {}
+        for name, member in self.members.items():
+            for node in member.nodes():
+                on.setdefault(node, []).append(name)
+        row = []
+        for pool in ("train", "rollout"):
+            free = [n for (kind, n), count in self.residents.items() if kind == pool and (cap is None or count < cap)]
+            waits = [sum(self.members[i].profile.phase(pool) / self.times[i] * self.members[i].profile.residual(pool)
+                         for i in on.get((pool, n), [])) for n in free]
+            slacks = [min((slack[i] for i in on.get((pool, n), [])), default=math.inf) for n in free]
+            busy = [self.utilisation[(pool, n)] for n in free]
+            row += [len(free), min(waits, default=math.inf), max(slacks, default=-math.inf), min(busy, default=math.inf)]
+        memory = max((self.machines.node_memory_gb - self.train_memory[n] for n in self.train_nodes
+                      if cap is None or self.residents[("train", n)] < cap), default=-math.inf)
+        loosest = max((m.profile.slo for m in self.members.values()), default=1.0)
+        return (*row, memory, loosest, *self.size)
+
+
+SUMMARY = ("train_room", "train_wait", "train_slack", "train_busy", "rollout_room", "rollout_wait", "rollout_slack",
+           "rollout_busy", "memory_free", "loosest_slo", "rollout_size", "train_size")
+"""A group's figures in :class:`_Table` (``Group.summary``): per pool how many nodes may keep one more job, the
+least a job waits a step on such a node for the phases it finds running there, the most slack (SLO budget less
+step time) the tightest member of such a node has left, and the least utilisation among them; the most host
+memory a training node with room has free, its members' loosest SLO, and its first job's size."""
+
+
+class _Table:
+    """Every open group's :data:`SUMMARY`, a row each, so that one numpy pass rules out the groups a job cannot
+    join and orders the rest by a lower bound of what it would add to the bill (admission then weighs only those
+    that might beat the best found so far)."""
+
+    def __init__(self) -> None:
+        self.rows = np.zeros((16, len(SUMMARY)))
+        self.ids = np.full(16, -1)
+        self.row_of: dict[int, int] = {}
+
+    def put(self, group: Group, margin: float) -> None:
+        row = self.row_of.get(group.id)
+        if row is None:
+            free = np.flatnonzero(self.ids < 0)
+            if not len(free):
+                free = np.arange(len(self.ids), 2 * len(self.ids))
+                self.rows = np.vstack([self.rows, np.zeros_like(self.rows)])
+                self.ids = np.concatenate([self.ids, np.full(len(self.ids), -1)])
+            row = self.row_of[group.id] = int(free[0])
+        self.rows[row], self.ids[row] = group.summary(margin), group.id
+
+    def drop(self, group: int) -> None:
+        self.ids[self.row_of.pop(group)] = -1
+
+    def screen(self, profile: Profile, rules: Rules, machines: Machines) -> list[tuple[float, int]]:
+        """The groups ``profile`` might join, as (lower bound of the added cost, group id), cheapest first: at
+        best it runs at its own pace, slowing nobody, on the nodes the group has or on new ones. Ruled out: too
+        few nodes with room (or the wrong size, per ``rules``); a job that would wait past its own budget for the
+        phases on the least-waited nodes; and one whose training phases alone, each found running by the others,
+        would take more than the slack any training node's tightest member has left; and a group whose least-busy
+        nodes the job would load past its members' and its own loosest SLO (a node asked for ``u`` times the time
+        it has slows some job of it ``u`` times or more)."""
+        c = dict(zip(SUMMARY, self.rows.T, strict=True))
+        roomy = c["rollout_room"] >= profile.rollout_nodes
+        fits = (self.ids >= 0) & (c["train_room"] >= profile.train_nodes) & (c["memory_free"] >= profile.memory_gb)
+        fits &= roomy if not rules.rollout_scaling else True
+        if not rules.mixed_sizes:
+            fits &= (c["rollout_size"] == profile.rollout_nodes) & (c["train_size"] == profile.train_nodes)
+        if rules.model == "shared":
+            budget = profile.budget / (1 + rules.slo_margin)
+            rollout_wait = 0.0 if rules.rollout_scaling else c["rollout_wait"]
+            fits &= profile.solo + c["train_wait"] + rollout_wait <= budget * (1 + 1e-9)
+            fits &= profile.train / budget * profile.residual("train") <= c["train_slack"] * (1 + 1e-9)
+        loosest = np.maximum(c["loosest_slo"], profile.slo) * (1 + 1e-9)
+        fits &= c["train_busy"] + profile.train / profile.solo <= loosest
+        if not rules.rollout_scaling:
+            fits &= c["rollout_busy"] + profile.rollout / profile.solo <= loosest
+        missing = np.maximum(0, profile.rollout_nodes - c["rollout_room"])
+        bound = machines.cost_per_second(1, 0) * missing - machines.cost_per_second(*profile.size)
+        rows = np.flatnonzero(fits)
+        order = rows[np.lexsort((c["train_wait"][rows], bound[rows]))]
+        return list(zip(bound[order].tolist(), self.ids[order].tolist(), strict=True))
 
 
 @dataclass(frozen=True)
 class Decision:
-    """Where admission put a job: ``group`` (``new`` when it opened it), or ``None`` with the ``reason``."""
+    """Where admission put a job: ``group`` (``kind`` ``new`` when it opened it), the node ids it is pinned to
+    there, or ``None`` with the ``reason``."""
 
     job: str
     group: int | None
-    new: bool = False
+    kind: Kind | None = None
     reason: str = ""
     added_cost: float = 0.0
-    """Dollars each of the job's steps adds to the bill: its group's cycle growth times the pools' price, or a
-    whole new pool pair for its solo step (the least of the choices)."""
+    """Dollars a second the placement adds to the bill, less the work it does at solo prices (0 for a new group,
+    negative where the job fills idle time)."""
+    rollout: tuple[int, ...] = ()
+    train: tuple[int, ...] = ()
+    added: tuple[int, ...] = ()
+    """The rollout nodes added for it (rollout scaling), also in ``rollout``."""
+
+    @property
+    def new(self) -> bool:
+        return self.kind == "new"
 
 
+@dataclass
 class Admission:
-    """RollMux's inter-group scheduler: each new job goes to the group where it adds the least cost (the group's
-    extra cost per cycle when it fits, a whole pool pair when it opens a group), never where the group's host
-    memory would overflow or any member's co-run time would exceed its SLO times its solo time. A job that fits
-    no group and finds no free pool pair is refused, with each group's reason (the first few)."""
+    """RollMux's inter-group scheduler: each new job goes to the group and nodes where it adds the least to the
+    bill net of its work (direct packing, rollout scaling), or to a new group sized for it where that is no
+    worse or nothing else fits. No node may overflow its residency and no member's estimated step may pass its
+    SLO budget. A job that fits nowhere and finds no nodes for a new group is refused, with each group's reason
+    (the first few)."""
 
-    def __init__(self, pools: Sequence[PoolPair] | PoolPair, *, max_groups: int | None = None) -> None:
-        """``pools``: the pool pairs available, one group each; or one shape that ``max_groups`` groups (no bound
-        for ``None``) may take."""
-        self._shapes = list(pools) if isinstance(pools, Sequence) else None
-        self._shape = pools if isinstance(pools, PoolPair) else None
-        self.max_groups = len(self._shapes) if self._shapes is not None else max_groups
-        self.groups: dict[int, Group] = {}
-        self._where: dict[str, int] = {}
-        self._freed: list[int] = []
-        """Indices of groups that emptied, reused lowest first before new ones."""
+    machines: Machines = field(default_factory=Machines)
+    rules: Rules = field(default_factory=Rules)
+    capacity: Capacity = field(default_factory=Unbounded)
+    groups: dict[int, Group] = field(default_factory=dict)
+    _where: dict[str, int] = field(default_factory=dict)
+    _table: _Table = field(default_factory=_Table)
 
     def group_of(self, job: str) -> Group | None:
         index = self._where.get(job)
         return None if index is None else self.groups[index]
 
-    def fits(self, group: Group, profile: Profile) -> str | None:
-        """Why ``profile`` cannot join ``group`` (``None``: it can)."""
-        if group.memory_gb + profile.memory_gb > group.pools.memory_gb:
-            return (f"host memory: group {group.id} holds {group.memory_gb:.1f} GB of {group.pools.memory_gb:.1f}, "
-                    f"the job needs {profile.memory_gb:.1f}")
-        cycle = group.cycle_with(profile)
-        if cycle <= min(group.budget, profile.budget) * (1 + 1e-9):
-            return None
-        members = [*group.members.items(), ("the new job", profile)]
-        name, member = next((n, m) for n, m in members if cycle > m.budget * (1 + 1e-9))
-        alone = member.solo if member.typical is None else member.typical
-        return (f"SLO: in group {group.id} {name} would take {cycle:.1f} s a step, "
-                f"{cycle / alone:.2f}x its {alone:.1f} s alone (SLO {member.slo:.2f}x)")
-
-    def place(self, job: str, profile: Profile, *, group: int | None = None) -> Decision:
-        """Admit ``job``: into ``group`` where given (a job re-registering after a scheduler restart keeps its
-        group, fit or not), else where it adds the least cost. A refused job is not admitted."""
+    def place(self, job: str, profile: Profile, *, group: int | None = None,
+              rollout: Sequence[int] = ()) -> Decision:
+        """Admit ``job``: into ``group`` where given, on the ``rollout`` node ids it names (a job re-registering
+        after a scheduler restart keeps its group and nodes, fit or not), else where it adds the least cost. A
+        refused job is not admitted."""
         if job in self._where:
             raise ValueError(f"job {job!r} is admitted already (group {self._where[job]})")
         if group is not None:
-            return self._join(job, profile, self.groups.get(group) or self._open(group), new=group not in self.groups)
-        best: tuple[float, Group] | None = None
-        for candidate in self.groups.values():
-            if candidate.memory_gb + profile.memory_gb <= candidate.pools.memory_gb and \
-                    candidate.cycle_with(profile) <= min(candidate.budget, profile.budget) * (1 + 1e-9):
-                added = candidate.pools.cost_per_second * (candidate.cycle_with(profile) - candidate.cycle)
-                if best is None or added < best[0]:
-                    best = (added, candidate)
-        fresh = self._free_index()
-        pools = None if fresh is None else self._pools(fresh)
-        if pools is not None and profile.memory_gb <= pools.memory_gb and \
-                (best is None or pools.cost_per_second * profile.solo <= best[0]):
-            return self._join(job, profile, self._open(fresh), new=True, added=pools.cost_per_second * profile.solo)
+            return self._rejoin(job, profile, group, tuple(rollout))
+        best: tuple[Placement, Group] | None = None
+        slack = FIRST_FIT * self.machines.cost_per_second(*profile.size)
+        for weighed, (bound, index) in enumerate(self._table.screen(profile, self.rules, self.machines)):
+            if (best is not None and bound + slack >= best[0].added_cost) or weighed == self.rules.weighed:
+                break
+            candidate = self.groups[index]
+            for placement in candidate.placements(profile, self.rules, self.capacity):
+                if best is None or placement.added_cost < best[0].added_cost:
+                    best = (placement, candidate)
+        if (best is None or best[0].added_cost >= 0) and profile.memory_gb <= self.machines.node_memory_gb:
+            index = self.capacity.open(profile)
+            if index is not None:
+                return self._join(job, profile, self._open(index, profile), None)
         if best is not None:
-            return self._join(job, profile, best[1], new=False, added=best[0])
-        reasons = [reason for group in self.groups.values() if (reason := self.fits(group, profile))]
-        if len(reasons) > 3:
-            reasons = [*reasons[:3], f"and {len(reasons) - 3} more groups"]
-        if pools is None:
-            reasons.append(f"no free pools for a new group (all {self.max_groups} in use)")
-        else:
-            reasons.append(f"host memory: the job needs {profile.memory_gb:.1f} GB, a group has {pools.memory_gb:.1f}")
-        return Decision(job, None, reason="; ".join(reasons))
+            return self._join(job, profile, best[1], best[0])
+        return Decision(job, None, reason=self._refusal(profile))
 
-    def remove(self, job: str) -> Group | None:
-        """Take ``job`` out of its group (a finished, crashed or cancelled job); an emptied group frees its pools.
-        Returns the group it left."""
+    def remove(self, job: str) -> tuple[Group, tuple[int, ...]] | None:
+        """Take ``job`` out of its group (a finished, crashed or cancelled job): the group it left and the rollout
+        nodes that left it empty; an emptied group is closed."""
         index = self._where.pop(job, None)
         if index is None:
             return None
         group = self.groups[index]
-        group.discard(job)
-        if not group.members:
+        freed = group.discard(job)
+        if group.members:
+            self._table.put(group, self.rules.slo_margin)
+        else:
             del self.groups[index]
-            self._freed.append(index)
+            self._table.drop(index)
+            self.capacity.close(index)
+        return group, freed
+
+    def _open(self, index: int, profile: Profile) -> Group:
+        group = self.groups[index] = Group(index, self.machines, profile.size, self.rules.model)
         return group
 
-    def _join(self, job: str, profile: Profile, group: Group, *, new: bool, added: float = 0.0) -> Decision:
-        group.add(job, profile)
+    def _join(self, job: str, profile: Profile, group: Group, placement: Placement | None) -> Decision:
+        placement = placement or group.fresh_placement(profile)
+        member = group.add(job, profile, placement)
         self._where[job] = group.id
-        return Decision(job, group.id, new=new, added_cost=added)
+        self._table.put(group, self.rules.slo_margin)
+        return Decision(job, group.id, placement.kind, added_cost=placement.added_cost, rollout=member.rollout,
+                        train=member.train, added=member.rollout[len(placement.rollout):])
 
-    def _open(self, index: int) -> Group:
-        if index in self._freed:
-            self._freed.remove(index)
-        self.groups[index] = group = Group(index, self._pools(index))
-        return group
+    def _rejoin(self, job: str, profile: Profile, index: int, rollout: tuple[int, ...]) -> Decision:
+        group = self.groups.get(index)
+        if group is None:
+            self.capacity.claim(index)
+            group = self._open(index, profile)
+            if rollout:
+                for node in group.rollout_nodes:
+                    del group.utilisation[("rollout", node)], group.residents[("rollout", node)]
+        for node in rollout:
+            if ("rollout", node) not in group.utilisation:
+                group._add_node(("rollout", node))
+        mine = rollout or tuple(sorted(group.rollout_nodes,
+                                       key=lambda n: group.utilisation[("rollout", n)])[:profile.rollout_nodes])
+        train = sorted(group.train_nodes, key=lambda n: group.utilisation[("train", n)])[:profile.train_nodes]
+        kind: Kind = "new" if not group.members else "packed"
+        return self._join(job, profile, group, Placement(kind, mine, 0, tuple(train), {}, 0.0))
 
-    def _pools(self, index: int) -> PoolPair:
-        if self._shapes is not None:
-            return self._shapes[index]
-        assert self._shape is not None
-        return self._shape
+    def _refusal(self, profile: Profile) -> str:
+        reasons = [self.why_not(group, profile) for group in list(self.groups.values())[:3]]
+        if len(self.groups) > 3:
+            reasons.append(f"and {len(self.groups) - 3} more groups")
+        if profile.memory_gb > self.machines.node_memory_gb:
+            reasons.append(f"host memory: the job needs {profile.memory_gb:.1f} GB a node, a node has "
+                           f"{self.machines.node_memory_gb:.1f}")
+        else:
+            reasons.append("no free nodes for a new group")
+        return "; ".join(reasons)
 
-    def _free_index(self) -> int | None:
-        """The lowest index no group holds, within ``max_groups``."""
-        index = min(self._freed) if self._freed else len(self.groups)
-        while index in self.groups:
-            index += 1
-        return index if self.max_groups is None or index < self.max_groups else None
+    def why_not(self, group: Group, profile: Profile) -> str:
+        """Why ``profile`` cannot join ``group`` by direct packing (the first limit it meets)."""
+        if not self.rules.mixed_sizes and profile.size != group.size:
+            return f"size: group {group.id} holds jobs of {group.size}, the job is {profile.size}"
+        packed = group.candidate(profile)
+        if packed is None:
+            cap = self.machines.max_resident
+            full = [node for node, count in group.residents.items() if cap is not None and count >= cap]
+            if full:
+                return f"residency: {len(full)} of group {group.id}'s nodes keep {cap} jobs already"
+            return (f"host memory: group {group.id}'s training nodes hold {group.memory_gb:.1f} GB of "
+                    f"{self.machines.node_memory_gb:.1f}, the job needs {profile.memory_gb:.1f}")
+        profiles = {name: m.profile for name, m in group.members.items()} | {NEW: profile}
+        breached = group.breaches(packed, profile, self.rules.slo_margin)
+        if not breached:
+            return f"cost: group {group.id} would slow its members more than a group of the job's own costs"
+        name, seconds = breached[0]
+        member = profiles[name]
+        alone = member.solo if member.typical is None else member.typical
+        return (f"SLO: in group {group.id} {name or 'the new job'} would take {seconds:.1f} s a step, "
+                f"{seconds / alone:.2f}x its {alone:.1f} s alone (SLO {member.slo:.2f}x)")

@@ -40,15 +40,14 @@ def step_phases(run_dir: str | Path) -> list[StepPhases]:
     return phases
 
 
-def measured_profile(run_dir: str | Path, *, memory_gb: float, slo: float, quantile: float = 0.9) -> Profile:
-    """A conservative profile from a run's steps (each phase at its ``quantile``), the first step left out
-    (it warms caches up)."""
+def measured_profile(run_dir: str | Path, *, memory_gb: float, slo: float) -> Profile:
+    """A job's profile from a run's steps: each phase's mean and spread, the SLO on its mean step (like for like),
+    the first step left out (it warms caches up)."""
     phases = step_phases(run_dir)
     if not phases:
         raise ValueError(f"{run_dir} records no training steps (time/step_seconds) to profile")
     kept = phases[1:] or phases
-    return Profile.from_samples([p.rollout for p in kept], [p.train for p in kept], quantile=quantile,
-                                memory_gb=memory_gb, slo=slo)
+    return Profile.from_samples([p.rollout for p in kept], [p.train for p in kept], memory_gb=memory_gb, slo=slo)
 
 
 def resident_gb(model_dir: str | Path) -> float:
