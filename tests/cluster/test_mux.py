@@ -1,5 +1,6 @@
-"""RollMux on a loopback Ray cluster: a node that alone offers ``rollout_pool`` and one that alone offers
-``train_pool``, the scheduler started by ``agentgym mux start``, and real training jobs submitted to it."""
+"""RollMux on a loopback Ray cluster: a node that alone offers ``rollout_pool``, one that alone offers
+``train_pool`` and one that alone offers a second rollout pool, ``rollout_b``; the scheduler started by
+``agentgym mux start``, and real training jobs submitted to it."""
 
 from __future__ import annotations
 
@@ -36,18 +37,21 @@ MUX = {"rollout_seconds": 1.0, "train_seconds": 1.0, "memory_gb": 0.5, "early_re
 
 @pytest.fixture(scope="module")
 def pools():
-    """The head offers the rollout pool, the second node the training pool."""
+    """The head offers the rollout pool, the second node the training pool, the third a second rollout pool."""
     with started_cluster({"num_cpus": 2, "resources": {"rollout_pool": 1}},
-                         {"num_cpus": 2, "resources": {"train_pool": 1}}) as nodes:
+                         {"num_cpus": 2, "resources": {"train_pool": 1}},
+                         {"num_cpus": 1, "resources": {"rollout_b": 1}}) as nodes:
         yield nodes
 
 
 @pytest.fixture
-def scheduler(pools):
-    """``agentgym mux start`` on the cluster; stopped (with any job actor left) afterwards."""
-    done = _agentgym("mux", "start", "--ray-address", pools.cluster.address, "--lease", str(LEASE))
+def scheduler(pools, request):
+    """``agentgym mux start`` on the cluster, with the group spec given as the fixture's parameter (default
+    ``rollout_pool:train_pool``); stopped (with any job actor left) afterwards."""
+    spec = getattr(request, "param", "rollout_pool:train_pool")
+    done = _agentgym("mux", "start", "--ray-address", pools.cluster.address, "--lease", str(LEASE), "--pool", spec)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "1 group spec(s): rollout_pool:train_pool" in done.stdout
+    assert f"1 group spec(s): {spec}" in done.stdout
     yield ray.get_actor(NAME, namespace=NAMESPACE)
     for name in ("a", "b", "c"):
         try:
@@ -154,6 +158,28 @@ def test_two_jobs_take_turns_on_the_pools_and_train_as_they_do_alone(pools, sche
         assert rank["node_id"] == pools.node_id(1)  # the learner on the training pool's node
         records = [json.loads(line) for line in (muxed / "metrics.jsonl").read_text().splitlines()]
         assert all(r["mux/switch_seconds"] >= 0 for r in records if "train/loss" in r)
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("scheduler", ["rollout_pool,rollout_b:train_pool"], indirect=True)
+def test_a_group_scales_its_rollout_onto_a_second_pool_and_shares_one_training_pool(pools, scheduler,
+                                                                                    tiny_model_dir, tmp_path):
+    address = pools.cluster.address
+    heavy = {"rollout_seconds": 3.0, "train_seconds": 1.0, "slo": 1.2}  # on one rollout pool: 1.5x each
+    where = {"a": ("rollout_pool", 0), "b": ("rollout_b", 2)}
+    for name, (resource, node) in where.items():
+        done = _submit(address, _job(tmp_path / "mux", name, tiny_model_dir, **heavy), tmp_path)
+        assert done.returncode == 0, done.stderr[-3000:]
+        # the job's driver (its engine and env workers beside it) on its own rollout pool
+        assert f"job {name} admitted to group 0 ({resource}, train_pool), its driver on node {pools.node_id(node)}" \
+            in done.stdout
+    status = _until_left(scheduler, {"a", "b"})
+    assert status["left"] == {"a": "finished", "b": "finished"}
+    trains = sorted((p for p in status["phases"] if p["pool"] == "train"), key=lambda p: p["start"])
+    assert len(trains) == 2 * STEPS and all(a["end"] <= b["start"] for a, b in itertools.pairwise(trains))
+    for name in where:
+        (rank,) = json.loads((tmp_path / "mux" / name / "ranks.json").read_text())
+        assert rank["node_id"] == pools.node_id(1)  # both learners take turns on the one training pool
 
 
 @pytest.mark.timeout(600)

@@ -110,14 +110,14 @@ def submit_command(config: str, overrides: tuple[str, ...], ray_address: str | N
     train_config = config_or_exit(TrainConfig, config, (*overrides, f"mux.address={_address(ray_address)}"))
     _connect(ray_address)
     try:
-        name, placement, _ = submit(train_config)
+        name, placement, node = submit(train_config)
     except Refused as error:
         click.echo(f"agentgym: {error}", err=True)
         sys.exit(3)
     except AgentGymError as error:
         raise click.ClickException(str(error)) from None
     click.echo(f"job {name} admitted to group {placement.group} ({placement.rollout_resource}, "
-               f"{placement.train_resource}); run: {train_config.run_dir}")
+               f"{placement.train_resource}), its driver on node {node}; run: {train_config.run_dir}")
     if follow:
         _follow(name)
 

@@ -19,8 +19,11 @@ JOB_PREFIX = "agentgym-mux-job-"
 class MuxJob:
     """A Ray actor that trains one multiplexed run (resuming it where its directory holds a checkpoint)."""
 
-    def ready(self) -> bool:
-        return True
+    def node(self) -> str:
+        """The Ray node it runs on (its group's rollout pool)."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
 
     def run(self, config_yaml: str) -> None:
         """Train the run to its end (its results are in its run directory, its progress in ``agentgym mux
@@ -42,10 +45,10 @@ class MuxJob:
         ray.actor.exit_actor()
 
 
-def submit(config: TrainConfig) -> tuple[str, Placement, Any]:
+def submit(config: TrainConfig) -> tuple[str, Placement, str]:
     """Admit ``config``'s job with the scheduler (raises :class:`~agentgym.trainers.mux.client.Refused`) and start
-    its driver's actor on the group's rollout pool; returns the job's name, placement and actor. Ray must be
-    connected."""
+    its driver's actor on its rollout pool; returns the job's name, its placement and the Ray node its driver runs
+    on. Ray must be connected."""
     import ray
 
     name = job_name(config)
@@ -53,6 +56,6 @@ def submit(config: TrainConfig) -> tuple[str, Placement, Any]:
     placement = client.register(heartbeat=False)  # the job's own process keeps its lease
     actor = ray.remote(MuxJob).options(name=JOB_PREFIX + name, namespace=NAMESPACE, lifetime="detached",
                                        num_cpus=0, resources={placement.rollout_resource: POOL_SHARE}).remote()
-    ray.get(actor.ready.remote())
+    node = ray.get(actor.node.remote())
     actor.run.remote(dump_config(config))
-    return name, placement, actor
+    return name, placement, node
