@@ -4,8 +4,6 @@ cluster when the run ends."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from agentgym.config import dump_config, load_config
 from agentgym.trainers.config import TrainConfig
 from agentgym.trainers.mux.client import MuxClient, Placement
