@@ -14,7 +14,7 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentgym.trainers.mux.plan import Admission, Member, Profile, Rules, cycle_time, step_times
+from agentgym.trainers.mux.plan import Admission, Member, Profile, Rules, step_times
 from benchmarks.sim.__main__ import main
 from benchmarks.sim.cluster import GroupRun
 from benchmarks.sim.config import Fleet, Knobs
@@ -242,7 +242,8 @@ def test_round_robin_never_beats_the_cycle_bound_and_never_shares_a_pool(phases:
                                                                          steps: int) -> None:
     jobs = [job(f"j{i}", r, t, steps) for i, (r, t) in enumerate(phases)]
     seconds, group = span(jobs)
-    assert seconds >= steps * cycle_time([Profile(r, t) for r, t in phases]) * (1 - 1e-9)
+    lockstep = step_times([Member(Profile(r, t), (0,), (0,)) for r, t in phases], "lockstep")
+    assert seconds >= steps * lockstep[0] * (1 - 1e-9)
     for pool in (group.rollout[0], group.train[0]):
         intervals = sorted((start, end) for _, start, end in pool.busy)
         assert all(prev_end <= start + 1e-9 for (_, prev_end), (start, _) in itertools.pairwise(intervals))

@@ -119,15 +119,6 @@ def _variability(samples: list[float]) -> float:
     return statistics.fmean(s * s for s in samples) / (mean * mean) if mean > 0 else 1.0
 
 
-def cycle_time(members: Iterable[Profile]) -> float:
-    """Seconds of one meta-iteration of ``members`` sharing one rollout node and one training node in lockstep
-    (0 for none)."""
-    members = list(members)
-    if not members:
-        return 0.0
-    return max(sum(m.rollout for m in members), sum(m.train for m in members), max(m.solo for m in members))
-
-
 @dataclass
 class Member:
     """A member's profile and the nodes it is pinned to (node ids within its group)."""
@@ -603,10 +594,6 @@ class Admission:
     groups: dict[int, Group] = field(default_factory=dict)
     _where: dict[str, int] = field(default_factory=dict)
     _table: _Table = field(default_factory=_Table)
-
-    def group_of(self, job: str) -> Group | None:
-        index = self._where.get(job)
-        return None if index is None else self.groups[index]
 
     def place(self, job: str, profile: Profile, *, group: int | None = None,
               rollout: Sequence[int] = ()) -> Decision:
