@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from agentgym.trainers.mux.plan import Basis, Machines, Rules
+from agentgym.trainers.mux.estimate import Basis
+from agentgym.trainers.mux.plan import Machines, Rules
 
 
 @dataclass(frozen=True)

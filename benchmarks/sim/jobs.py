@@ -8,7 +8,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from agentgym.trainers.mux.plan import Profile
+from agentgym.trainers.mux.estimate import Profile
 
 from .config import Fleet, Knobs
 from .phases import Shape

@@ -8,7 +8,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from agentgym.trainers.mux.plan import Machines, Member, Model, Profile, Rules, step_times
+from agentgym.trainers.mux.estimate import Member, Model, Profile, step_times
+from agentgym.trainers.mux.plan import Machines, Rules
 
 from .config import Fleet, Knobs
 from .jobs import Job

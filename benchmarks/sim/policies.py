@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from agentgym.trainers.mux.plan import Admission, Group, Profile
+from agentgym.trainers.mux.estimate import Profile
+from agentgym.trainers.mux.plan import Admission, Group
 
 from .cluster import GroupRun, Lease, Process
 from .dispatch import Sim

@@ -11,7 +11,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentgym.trainers.mux.plan import Admission, Group, Profile, Rules
+from agentgym.trainers.mux.estimate import Profile
+from agentgym.trainers.mux.plan import Admission, Group, Rules
 
 from .config import Fleet, Knobs
 from .dispatch import simulate
@@ -63,7 +64,7 @@ ABLATION: tuple[tuple[str, dict[str, Any]], ...] = (
   and one size a group, no residency limit;
 - like-for-like SLO: both sides of the check on p90 phases (as Weave plans both on worst-case phases);
 - shared step times: both sides on mean phases, each member's step estimated on work-conserving shared nodes
-  (:func:`~agentgym.trainers.mux.plan.step_times`) instead of every member at the group's lockstep cycle;
+  (:func:`~agentgym.trainers.mux.estimate.step_times`) instead of every member at the group's lockstep cycle;
 - rollout scaling: a job may take new rollout nodes of its own and share a group's training nodes;
 - residency <= 5: no node keeps more than five jobs resident;
 - mixed sizes: jobs of different sizes in one group, pinned to node subsets (off in the default design).

@@ -14,7 +14,8 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentgym.trainers.mux.plan import Admission, Member, Profile, Rules, step_times
+from agentgym.trainers.mux.estimate import Member, Profile, step_times
+from agentgym.trainers.mux.plan import Admission, Rules
 from benchmarks.sim.__main__ import main
 from benchmarks.sim.cluster import GroupRun
 from benchmarks.sim.config import Fleet, Knobs

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from agentgym.errors import AgentGymError
-from agentgym.trainers.mux.plan import Profile
+from agentgym.trainers.mux.estimate import Profile
 from agentgym.trainers.mux.scheduler import NAME, NAMESPACE, Pool
 
 logger = logging.getLogger(__name__)

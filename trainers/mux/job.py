@@ -6,7 +6,7 @@ from __future__ import annotations
 from agentgym.cluster.backend import connect
 from agentgym.trainers.config import TrainConfig
 from agentgym.trainers.mux.client import MuxClient, Placement
-from agentgym.trainers.mux.plan import Profile
+from agentgym.trainers.mux.estimate import Profile
 from agentgym.trainers.mux.profile import measured_profile, resident_gb
 
 POOL_SHARE = 0.001

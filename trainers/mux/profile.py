@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from agentgym.metrics_log import read_metrics
-from agentgym.trainers.mux.plan import Profile
+from agentgym.trainers.mux.estimate import Profile
 
 RESIDENT_COPIES = 5
 """Copies of the weights a job keeps in host memory between phases: the engine's, the learner's, its gradients,

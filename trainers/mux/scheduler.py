@@ -10,7 +10,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from agentgym.trainers.mux.plan import Admission, Group, Machines, Profile
+from agentgym.trainers.mux.estimate import Profile
+from agentgym.trainers.mux.plan import Admission, Group, Machines
 from agentgym.trainers.mux.turnstile import Turnstile
 
 Pool = Literal["rollout", "train"]
