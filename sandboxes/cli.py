@@ -33,6 +33,7 @@ def build_command(names: tuple[str, ...], force: bool) -> None:
 
     with _sandbox_failures():
         engine = ensure_engine()
+        engine.keep()
         if engine.started:
             click.echo("started the Docker engine (dockerd); it keeps running", err=True)
         for name, tag in build_images(list(names) or None, force=force).items():

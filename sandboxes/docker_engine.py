@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -37,44 +40,132 @@ _client: docker.DockerClient | None = None
 _client_lock = threading.Lock()
 
 
+USERS = Path(tempfile.gettempdir()) / "agentgym-docker-engine"
+"""Every process using an engine through :func:`ensure_engine` holds a shared lock on this file; it holds the
+pid of the ``dockerd`` agentgym started, if any (empty otherwise). The last user to leave stops that one."""
+
+
 @dataclass
 class EngineHandle:
-    """A Docker engine that answers; :meth:`stop` stops it only when this handle started it."""
+    """A Docker engine that answers, used until :meth:`stop`: a ``dockerd`` that agentgym started is stopped by
+    whichever of its users leaves last, the starter or not (another command or test run may still be using it
+    when its starter ends); one found running is never stopped."""
 
     process: subprocess.Popen[bytes] | None = None
     log_dir: Path | None = None
+    users: int | None = None
+    """This handle's descriptor of :data:`USERS`, under a shared lock while it uses the engine."""
     started: bool = field(init=False)
 
     def __post_init__(self) -> None:
         self.started = self.process is not None
 
     def stop(self) -> None:
-        """Terminate the ``dockerd`` this handle started (killed after :data:`STOP_TIMEOUT`), and drop the
-        shared client of it; else nothing."""
-        if self.process is not None:
-            process, self.process = self.process, None
-            _drop_client()
-            process.terminate()
+        """Leave the engine: the last user stops an agentgym-started ``dockerd`` (killed after
+        :data:`STOP_TIMEOUT`) and drops this process's client of it; any other user only leaves."""
+        if self.users is not None:
+            users, self.users = self.users, None
             try:
-                process.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+                if _try_lock(users, fcntl.LOCK_EX):
+                    pid = _started_pid(users)
+                    if pid is not None:
+                        _drop_client()
+                        _end(self.process, pid)
+                        os.ftruncate(users, 0)
+                elif self.process is not None:  # handed over: reaped here once the last user stops it
+                    threading.Thread(target=self.process.wait, name="dockerd-reaper", daemon=True).start()
+            finally:
+                os.close(users)
+        self.process = None
         if self.log_dir is not None:
             shutil.rmtree(self.log_dir, ignore_errors=True)
             self.log_dir = None
+
+
+    def keep(self) -> None:
+        """Leave the engine, and a ``dockerd`` this handle started running for good: no user stops that one
+        (``agentgym sandbox build``). One found running is left to whoever started it."""
+        if self.users is not None:
+            users, self.users = self.users, None
+            if self.process is not None:
+                os.ftruncate(users, 0)
+            os.close(users)
+        self.process = None
+
+
+def _join_users() -> int:
+    """A descriptor of :data:`USERS` under a shared lock (the file made for every user where it is missing)."""
+    users = os.open(USERS, os.O_RDWR | os.O_CREAT, 0o666)
+    with contextlib.suppress(OSError):
+        os.fchmod(users, 0o666)
+    fcntl.flock(users, fcntl.LOCK_SH)
+    return users
+
+
+def _try_lock(users: int, kind: int) -> bool:
+    try:
+        fcntl.flock(users, kind | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _started_pid(users: int) -> int | None:
+    """The pid of the ``dockerd`` agentgym started, as :data:`USERS` holds it, where that process is still one."""
+    text = os.pread(users, 32, 0).decode(errors="replace").strip()
+    if not text.isdigit():
+        return None
+    try:
+        comm = Path(f"/proc/{text}/comm").read_text().strip()
+    except OSError:
+        return None
+    return int(text) if comm == "dockerd" else None
+
+
+def _end(process: subprocess.Popen[bytes] | None, pid: int) -> None:
+    """Terminate ``dockerd`` (our child ``process``, or one another user started), killed after
+    :data:`STOP_TIMEOUT`, and wait until it is gone."""
+    if process is not None and process.pid == pid:
+        process.terminate()
+        try:
+            process.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    while _alive(pid):
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (an exited one its parent has not reaped yet does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 def ensure_engine() -> EngineHandle:
     """A handle on a Docker engine that answers, starting ``dockerd`` in the background when none does (as
     root). Raises :class:`SandboxUnavailable` naming the install step when there is no engine to start."""
     docker = docker_module()
+    users = _join_users()
     if _answers(docker):
-        return EngineHandle()
+        return EngineHandle(users=users)
     dockerd = shutil.which("dockerd")
     if dockerd is None:
+        os.close(users)
         raise SandboxUnavailable(f"no Docker engine answers and dockerd is not installed: {INSTALL_ENGINE}")
     if os.geteuid() != 0:
+        os.close(users)
         raise SandboxUnavailable("no Docker engine answers; start one (dockerd needs root), or run "
                                  "`agentgym sandbox build` as root, which starts it")
     log_dir = Path(tempfile.mkdtemp(prefix="agentgym-dockerd-"))
@@ -82,7 +173,9 @@ def ensure_engine() -> EngineHandle:
     with open(log, "wb") as out:
         process = subprocess.Popen([dockerd], stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                    start_new_session=True)
-    handle = EngineHandle(process, log_dir)
+    os.ftruncate(users, 0)
+    os.pwrite(users, str(process.pid).encode(), 0)
+    handle = EngineHandle(process, log_dir, users)
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline and process.poll() is None:
         if _answers(docker):
