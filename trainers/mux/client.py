@@ -10,8 +10,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from agentgym.errors import AgentGymError
-from agentgym.trainers.mux.estimate import Profile
-from agentgym.trainers.mux.scheduler import NAME, NAMESPACE, Pool
+from agentgym.trainers.mux.estimate import Pool, Profile
+from agentgym.trainers.mux.scheduler import NAME, NAMESPACE
 
 logger = logging.getLogger(__name__)
 

@@ -8,13 +8,12 @@ import asyncio
 import math
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from agentgym.trainers.mux.estimate import Profile
+from agentgym.trainers.mux.estimate import Pool, Profile
 from agentgym.trainers.mux.plan import Admission, Group, Machines
 from agentgym.trainers.mux.turnstile import Turnstile
 
-Pool = Literal["rollout", "train"]
 POOLS: tuple[Pool, Pool] = ("rollout", "train")
 NAME, NAMESPACE = "agentgym-mux", "agentgym"
 """The scheduler actor's name and Ray namespace: one per cluster."""
@@ -169,8 +168,7 @@ class MuxScheduler:
         """The turnstiles of job ``name``'s nodes (of ``pool``, or both), in node order."""
         job = self.jobs[name]
         member = self.admission.groups[job.group].members[name]
-        nodes: list[tuple[Pool, int]] = [*(("rollout", n) for n in member.rollout), *(("train", n) for n in member.train)]
-        return [(job.group, kind, n) for kind, n in nodes if pool is None or kind == pool]
+        return [(job.group, kind, n) for kind, n in member.nodes() if pool is None or kind == pool]
 
     async def acquire(self, name: str, pool: Pool) -> bool:
         """Wait for ``name``'s turn on ``pool``; ``False`` where the job is unknown (it must register again)."""

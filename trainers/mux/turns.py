@@ -12,7 +12,7 @@ from agentgym.inference.types import SleepingEngine
 from agentgym.rollout.background import BackgroundLoop
 from agentgym.trainers.learner import Learner
 from agentgym.trainers.mux.client import MuxClient
-from agentgym.trainers.mux.scheduler import Pool
+from agentgym.trainers.mux.estimate import Pool
 from agentgym.trainers.rank_group import RankGroup
 
 
