@@ -140,15 +140,43 @@ def step_times(members: Sequence[Member], model: Model = "shared") -> list[float
     for j, member in enumerate(members):
         for node in member.nodes():
             users.setdefault(node, []).append(j)
-    nodes = [(phases[pool], ids) for (pool, _), ids in users.items()]
+    # Nodes of a pool that serve the same members behave alike: each such set counts once.
+    owned: list[set[tuple[Pool, tuple[int, ...]]]] = [set() for _ in members]
+    for (pool, _), ids in users.items():
+        for j in ids:
+            owned[j].add((pool, tuple(ids)))
+    kinds = set().union(*owned)
+    nodes = [(phases[pool], list(ids)) for pool, ids in kinds]
     lockstep = _lockstep(count, solo, nodes)
     if model == "lockstep":
         return lockstep
+    rate = _filled(solo, nodes)
+    busy = {pool: [r * t for r, t in zip(rate, phases[pool], strict=True)] for pool in ("rollout", "train")}
+    found = {pool: [b * p.residual(pool) for b, p in zip(busy[pool], profiles, strict=True)]
+             for pool in ("rollout", "train")}
+    totals = {(pool, ids): (sum(busy[pool][i] for i in ids), sum(found[pool][i] for i in ids),
+                            sum(phases[pool][i] for i in ids)) for pool, ids in kinds}
+    times = []
+    for j, mine in enumerate(owned):
+        waits = {"rollout": 0.0, "train": 0.0}
+        for node in mine:
+            pool = node[0]
+            load, residual, phase = totals[node]
+            load, residual, phase = load - busy[pool][j], residual - found[pool][j], phase - phases[pool][j]
+            waits[pool] = max(waits[pool], min(phase, residual / max(1e-9, 1 - load)))
+        times.append(min(lockstep[j], max(1 / rate[j], solo[j] + waits["rollout"] + waits["train"])))
+    return times
+
+
+def _filled(solo: list[float], nodes: list[tuple[list[float], list[int]]]) -> list[float]:
+    """Each member's steps a second by progressive filling (:func:`step_times`): its solo pace where no node is
+    saturated at the members' own paces."""
+    count = len(solo)
     rate = [1 / t for t in solo]
-    saturated = any(sum(phase[j] * rate[j] for j in ids) > 1 + 1e-12 for phase, ids in nodes)
-    frozen = [not saturated] * count
-    if saturated:
-        rate = [0.0] * count
+    if not any(sum(phase[j] * rate[j] for j in ids) > 1 + 1e-12 for phase, ids in nodes):
+        return rate
+    rate = [0.0] * count
+    frozen = [False] * count
     while not all(frozen):
         step = min(1 / solo[j] - rate[j] for j in range(count) if not frozen[j])
         for phase, ids in nodes:
@@ -164,20 +192,7 @@ def step_times(members: Sequence[Member], model: Model = "shared") -> list[float
             if sum(phase[j] * rate[j] for j in ids) >= 1 - 1e-12:
                 for j in ids:
                     frozen[j] = True
-    busy = {pool: [rate[j] * phases[pool][j] for j in range(count)] for pool in ("rollout", "train")}
-    found = {pool: [busy[pool][j] * p.residual(pool) for j, p in enumerate(profiles)] for pool in ("rollout", "train")}
-    totals = {(pool, n): (sum(busy[pool][i] for i in ids), sum(found[pool][i] for i in ids),
-                          sum(phases[pool][i] for i in ids)) for (pool, n), ids in users.items()}
-    times = []
-    for j, member in enumerate(members):
-        waits = {"rollout": 0.0, "train": 0.0}
-        for node in member.nodes():
-            pool = node[0]
-            load, residual, phase = totals[node]
-            load, residual, phase = load - busy[pool][j], residual - found[pool][j], phase - phases[pool][j]
-            waits[pool] = max(waits[pool], min(phase, residual / max(1e-9, 1 - load)))
-        times.append(min(lockstep[j], max(1 / rate[j], solo[j] + waits["rollout"] + waits["train"])))
-    return times
+    return rate
 
 
 def _lockstep(count: int, solo: list[float], nodes: list[tuple[list[float], list[int]]]) -> list[float]:
