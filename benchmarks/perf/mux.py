@@ -1,25 +1,37 @@
-"""RollMux on this machine: two synchronous quickstart-shaped jobs run solo (one after the other) and multiplexed
-(one co-execution group), on a loopback Ray cluster whose rollout pool is pinned to core 0 and training pool to
-core 1 (each node's processes inherit its core), through ``agentgym mux``'s scheduler and job actors.
+"""RollMux on this machine: synchronous quickstart-shaped jobs run solo (one after the other) and multiplexed (one
+co-execution group), on a loopback Ray cluster whose rollout pool is pinned to core 0 and training pool to core 1
+(each node's processes inherit its core), through ``agentgym mux``'s scheduler and job actors.
 
-Two job shapes: ``rollout_heavy`` (the quickstart as it is: its rollout takes about 2.5 times its training here)
-and ``balanced`` (``--epochs`` PPO passes over each batch lengthen the training phase to about the rollout's; each
-move of the lake may take ``--move-seconds`` more to even them out). Per shape it reports
-``steps_per_core_hour_ratio`` (the solo runs' summed training spans over the multiplexed span: both arms use the
-same two cores), each job's slowdown (its multiplexed step time over its solo one), the mean switch cost per
-phase (engine wake/sleep and learner onload/offload, warm in host memory) against a cold start (loading the
-engine and the learner from disk), and each job's final held-out success against its solo run. Spans run from a
-job's first rollout turn to its last training turn (no evaluation runs inside: the final checkpoints are scored
-afterwards). Writes ``benchmarks/results/mux.json`` with the solo runs' per-step phase times (a step's rollout
-from its turn's start until its batch is whole, the permit itself held until early release; its training), which
-the cluster simulator's validation reads (``python -m benchmarks.sim validate``).
-Goals: balanced ratio >= 1.6 with per-job slowdown <= 1.25; rollout-heavy ratio >= 1.3.
+The jobs: ``heavy0``/``heavy1`` (the quickstart as it is, seeds 0 and 1: its rollout takes about 2.5 times its
+training here), ``even0``/``even1`` (``--epochs`` PPO passes over each batch lengthen the training phase to about
+the rollout's; each move of the lake may take ``--move-seconds`` more to even them out) and ``trainheavy`` (three
+eighths of the batch, 5 passes over it at a quarter of the learning rate: profiled solo for the admission checks
+only). Three shapes multiplex
+them: ``balanced`` (the two even jobs), ``rollout_heavy`` (the two heavy ones) and ``trio`` (both heavy jobs and
+``even0``); each job runs solo once and serves every shape it is in.
+
+Per shape it reports ``steps_per_core_hour_ratio`` (the solo runs' summed training spans over the multiplexed
+span: both arms use the same two cores), each job's slowdown (its multiplexed step time over its solo one) beside
+the slowdown admission planned, the mean switch cost per phase (engine wake/sleep and learner onload/offload, warm
+in host memory) against a cold start (loading the engine and the learner from disk), and each job's final
+held-out success against its solo run. Spans run from a job's first rollout turn to its last training turn (no
+evaluation runs inside: the final checkpoints are scored afterwards). Then admission on the measured profiles,
+each job's SLO at ``--tight-slo``: the two heavy jobs (expected refused: each slows the other's rollout) and
+``heavy0`` with ``trainheavy`` (complementary: each one's rollout fits in the other's training; expected
+admitted). Each run also samples how busy each core is (``/proc/stat``): a solo job's ``cross_pool`` share is the
+other pool's core busy during its phases (the work of a phase that lands on the other pool, which a multiplexed
+partner's phase there then shares). Shapes not run (``--shapes``) keep their entries in ``--out``, with the load
+they ran under. Writes ``benchmarks/results/mux.json`` with the solo runs' per-step phase times (a step's rollout from
+its turn's start until its batch is whole, the permit itself held until early release; its training), which the
+cluster simulator's validation reads (``python -m benchmarks.sim validate``).
+Goals: balanced ratio >= 1.6 with per-job slowdown <= 1.25; rollout-heavy ratio >= 1.3; both admission checks.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -45,16 +57,23 @@ from agentgym.trainers.checkpoint import latest_checkpoint
 GOAL = {"balanced": {"steps_per_core_hour_ratio": 1.6, "slowdown_max": 1.25},
         "rollout_heavy": {"steps_per_core_hour_ratio": 1.3}}
 TIMED_LAKE = "benchmarks.perf.mux_lake:perf/TimedLake-v0"
-SEEDS = (0, 1)
+SHAPES = {"balanced": ("even0", "even1"), "rollout_heavy": ("heavy0", "heavy1"), "trio": ("heavy0", "heavy1", "even0")}
+ADMISSION = {"rollout_heavy_pair": (("heavy0", "heavy1"), False), "complementary_pair": (("heavy0", "trainheavy"), True)}
+"""Each admission check: the jobs registered in turn, and whether the last should be admitted."""
+SLO = {"trio": 2.5}
+"""The jobs' SLO in a shape where the default (2) would refuse the last: three rollouts a turn take about twice a
+heavy job's solo step."""
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path, help="an SFT-warm-started model folder (default: build and SFT one)")
     parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--epochs", type=int, default=3, help="the balanced shape's passes over each batch")
-    parser.add_argument("--move-seconds", type=float, default=0.0, help="the balanced shape's extra seconds per move")
-    parser.add_argument("--shapes", nargs="+", default=["balanced", "rollout_heavy"], choices=sorted(GOAL))
+    parser.add_argument("--epochs", type=int, default=3, help="the even jobs' passes over each batch")
+    parser.add_argument("--move-seconds", type=float, default=0.0, help="the even jobs' extra seconds per move")
+    parser.add_argument("--shapes", nargs="*", default=list(SHAPES), choices=list(SHAPES),
+                        help="the shapes to measure (the others keep their entries in --out)")
+    parser.add_argument("--tight-slo", type=float, default=1.25, help="every job's SLO in the admission checks")
     parser.add_argument("--episodes", type=int, default=200, help="held-out tasks scored per final checkpoint")
     parser.add_argument("--set", nargs="*", default=[], help="further overrides of quickstart.yaml (a.b=value)")
     parser.add_argument("--out", type=Path, default=RESULTS / "mux.json")
@@ -65,26 +84,57 @@ def main() -> None:
         work = Path(tmp)
         model = args.model or warm_start(work)
         cold = _cold_start(model)
-        shapes = {}
+        shapes, solo = {}, {}
         with _pinned_cluster() as affinity:
             for shape in args.shapes:
-                shapes[shape] = _shape(shape, model, work, args)
+                before = load_average()
+                shapes[shape] = _shape(shape, solo, model, work, args)
+                shapes[shape]["load"] = {"before": before, "after": load_average()}
                 print(f"{shape}: {json.dumps(shapes[shape]['summary'])}", file=sys.stderr)
+            admission = _admission(solo, model, work, args)
         for shape, result in shapes.items():
-            result["held_out"] = {arm: {job: _held_out(Path(run), args.episodes, work / "eval" / shape / arm / job)
+            result["held_out"] = {arm: {job: _held_out(run, args.episodes, str(work / "eval" / Path(run).name))
                                         for job, run in runs.items()} for arm, runs in result.pop("run_dirs").items()}
-    report: dict[str, Any] = {"benchmark": "mux", **{s: r["summary"] for s, r in shapes.items()},
-                              "shapes": shapes, "cold_start_seconds": cold, "pinned": affinity,
-                              "params": {"steps": args.steps, "epochs": args.epochs, "move_seconds": args.move_seconds,
-                                         "episodes": args.episodes, "overrides": args.set, "seeds": SEEDS},
-                              "goal": GOAL, "wall_seconds": round(time.perf_counter() - started, 1),
-                              "machine": machine("torch", "ray", load_before=load_before, load_after=load_average())}
     for shape, result in shapes.items():
-        summary, goal = result["summary"], GOAL[shape]
-        summary["meets_goal"] = summary["steps_per_core_hour_ratio"] >= goal["steps_per_core_hour_ratio"] and \
-            summary["slowdown_max"] <= goal.get("slowdown_max", float("inf"))
+        summary = result["summary"]
         summary["switch_vs_cold"] = round(cold / summary["switch_seconds_mean"], 1) if summary["switch_seconds_mean"] else None
+        if shape in GOAL:
+            goal = GOAL[shape]
+            summary["meets_goal"] = summary["steps_per_core_hour_ratio"] >= goal["steps_per_core_hour_ratio"] and \
+                summary["slowdown_max"] <= goal.get("slowdown_max", float("inf"))
+    shapes = {**_kept(args.out, set(shapes)), **shapes}
+    report: dict[str, Any] = {"benchmark": "mux", **{s: r["summary"] for s, r in shapes.items()},
+                              "shapes": shapes, "admission": admission, "cold_start_seconds": cold, "pinned": affinity,
+                              "params": {"steps": args.steps, "slo": SLO, "epochs": args.epochs, "move_seconds": args.move_seconds,
+                                         "tight_slo": args.tight_slo, "episodes": args.episodes,
+                                         "overrides": args.set, "jobs": {job: _job(job, args) for job in solo}},
+                              "goal": {**GOAL, "admission": {c: "admitted" if a else "refused"
+                                                             for c, (_, a) in ADMISSION.items()}},
+                              "wall_seconds": round(time.perf_counter() - started, 1),
+                              "machine": machine("torch", "ray", load_before=load_before, load_after=load_average())}
     write_result(report, args.out)
+
+
+def _kept(out: Path, run: set[str]) -> dict[str, Any]:
+    """The shapes of an earlier result at ``out`` that this run did not measure again, each with the load it ran
+    under (the file's where the shape does not say)."""
+    if not out.exists():
+        return {}
+    earlier = json.loads(out.read_text())
+    load = earlier.get("machine", {})
+    return {shape: {"load": {"before": load.get("load_before"), "after": load.get("load_after")}, **entry}
+            for shape, entry in earlier.get("shapes", {}).items() if shape in SHAPES and shape not in run}
+
+
+def _job(job: str, args: argparse.Namespace) -> tuple[int, list[str]]:
+    """Job ``job``'s seed and overrides of quickstart.yaml."""
+    if job.startswith("heavy"):
+        return int(job[-1]), []
+    if job.startswith("even"):
+        timed = [f"env.id={TIMED_LAKE}", f"env.kwargs.median={args.move_seconds}"] if args.move_seconds else []
+        return int(job[-1]), [f"algorithm.epochs={args.epochs}", *timed]
+    assert job == "trainheavy", job
+    return 2, ["trainer.groups_per_step=6", "algorithm.epochs=5", "optim.lr=5e-5"]
 
 
 @contextlib.contextmanager
@@ -122,37 +172,83 @@ def _pinned_cluster() -> Iterator[dict[str, list[int]]]:
         cluster.shutdown()
 
 
-def _shape(shape: str, model: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """Both jobs of ``shape`` solo, one after the other, then multiplexed."""
-    solo = {f"seed{seed}": _run([_config(shape, "solo", seed, model, work, args)]) for seed in SEEDS}
-    profiled = [_config(shape, "mux", seed, model, work, args, profile_from=solo[f"seed{seed}"]["run_dir"])
-                for seed in SEEDS]
-    muxed = _run(profiled)
-    solo_span = sum(run["span_seconds"] for run in solo.values())
+def _shape(shape: str, solo: dict[str, dict[str, Any]], model: Path, work: Path,
+           args: argparse.Namespace) -> dict[str, Any]:
+    """The jobs of ``shape`` multiplexed, each first run solo where ``solo`` (by job) does not hold it yet."""
+    jobs = SHAPES[shape]
+    for job in jobs:
+        if job not in solo:
+            solo[job] = _run([_config(job, "solo", model, work, args)])
+    muxed = _run([_config(job, f"mux-{shape}", model, work, args, profile_from=solo[job]["run_dir"],
+                          slo=SLO.get(shape)) for job in jobs])
+    solo_span = sum(solo[job]["span_seconds"] for job in jobs)
     slowdowns = {job: round(muxed["jobs"][job]["step_seconds"] / solo[job]["jobs"][job]["step_seconds"], 3)
-                 for job in solo}
-    switches = [s for run in (*solo.values(), muxed) for job in run["jobs"].values() for s in job["switch_seconds"]]
+                 for job in jobs}
+    switches = [s for run in (*(solo[job] for job in jobs), muxed) for job in run["jobs"].values()
+                for s in job["switch_seconds"]]
     summary = {"steps_per_core_hour_ratio": round(solo_span / muxed["span_seconds"], 3),
                "solo_span_seconds": round(solo_span, 1), "mux_span_seconds": round(muxed["span_seconds"], 1),
                "slowdown": slowdowns, "slowdown_max": max(slowdowns.values()),
+               "planned_slowdown": {job: muxed["jobs"][job]["planned_slowdown"] for job in jobs},
                "switch_seconds_mean": round(sum(switches) / len(switches), 4) if switches else 0.0,
-               "phase_seconds_solo": {job: run["jobs"][job]["phase_means"] for job, run in solo.items()}}
-    return {"summary": summary, "solo": solo, "multiplexed": muxed,
-            "solo_phases": {job: run["jobs"][job]["phases"] for job, run in solo.items()},
-            "run_dirs": {"solo": {job: run["run_dir"] for job, run in solo.items()},
-                         "mux": {job: muxed["jobs"][job]["run_dir"] for job in solo}}}
+               "phase_seconds_solo": {job: solo[job]["jobs"][job]["phase_means"] for job in jobs}}
+    return {"summary": summary, "solo": {job: solo[job] for job in jobs}, "multiplexed": muxed,
+            "solo_phases": {job: solo[job]["jobs"][job]["phases"] for job in jobs},
+            "run_dirs": {"solo": {job: solo[job]["run_dir"] for job in jobs},
+                         "mux": {job: muxed["jobs"][job]["run_dir"] for job in jobs}}}
 
 
-def _config(shape: str, arm: str, seed: int, model: Path, work: Path, args: argparse.Namespace, *,
-            profile_from: str | None = None) -> TrainConfig:
-    name = f"{shape}-{arm}-seed{seed}"
-    env = [f"algorithm.epochs={args.epochs}", *([f"env.id={TIMED_LAKE}", f"env.kwargs.median={args.move_seconds}"]
-                                                 if args.move_seconds else [])] if shape == "balanced" else []
+def _config(job: str, arm: str, model: Path, work: Path, args: argparse.Namespace, *,
+            profile_from: str | None = None, slo: float | None = None) -> TrainConfig:
+    name = f"{arm}-{job}"
+    seed, extra = _job(job, args)
     profile = [f"mux.profile_from={profile_from}"] if profile_from else ["mux.rollout_seconds=1", "mux.train_seconds=1"]
     overrides = [f"model.path={model}", f"output_dir={work / name}", f"trainer.steps={args.steps}",
                  f"trainer.seed={seed}", "trainer.async_ratio=0", "trainer.group_order=handout", "eval.episodes=0",
-                 "checkpoint.every=0", "mux.address=auto", f"mux.job={name}", *profile, *env, *args.set]
+                 "checkpoint.every=0", "mux.address=auto", f"mux.job={name}", *profile, *extra, *args.set,
+                 *([f"mux.slo={slo}"] if slo is not None else [])]
     return load_config(TrainConfig, CONFIGS / "quickstart.yaml", overrides)
+
+
+def _admission(solo: dict[str, dict[str, Any]], model: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Each :data:`ADMISSION` check on the scheduler: its jobs, profiled from their solo runs with the tight SLO,
+    registered in turn (``trainheavy`` first run solo where missing); whether the last was admitted, the slowdowns
+    admission planned for the group, or its reason to refuse. Every job leaves again."""
+    import ray
+
+    from agentgym.trainers.mux.client import MuxClient, Refused, scheduler_actor
+    from agentgym.trainers.mux.job import job_profile
+
+    checks = {}
+    for check, (jobs, expected) in ADMISSION.items():
+        for job in jobs:
+            if job not in solo:
+                solo[job] = _run([_config(job, "solo", model, work, args)])
+        clients = []
+        for job in jobs:
+            config = _config(job, f"admit-{check}", model, work, args, profile_from=solo[job]["run_dir"],
+                             slo=args.tight_slo)
+            clients.append(MuxClient(config.mux.job or job, job_profile(config), steps=args.steps,
+                                     run_dir=str(config.run_dir)))
+        outcome: dict[str, Any] = {"jobs": list(jobs), "slo": args.tight_slo, "expected_admitted": expected,
+                                   "profiles": {job: {"rollout": round(c.profile.rollout, 3),
+                                                      "train": round(c.profile.train, 3)}
+                                                for job, c in zip(jobs, clients, strict=True)}}
+        try:
+            for client in clients:
+                client.register(heartbeat=False)
+            status = ray.get(scheduler_actor().status.remote())
+            outcome.update(admitted=True, planned_slowdown={
+                j["job"].removeprefix(f"admit-{check}-"): round(j["planned_slowdown"], 3)
+                for j in status["jobs"] if j["job"].startswith(f"admit-{check}-")})
+        except Refused as refused:
+            outcome.update(admitted=False, reason=str(refused))
+        for client in clients:
+            client.close("admission check")
+        outcome["as_expected"] = outcome["admitted"] == expected
+        checks[check] = outcome
+        print(f"admission {check}: {json.dumps(outcome)}", file=sys.stderr)
+    return checks
 
 
 def _run(configs: list[TrainConfig]) -> dict[str, Any]:
@@ -167,11 +263,18 @@ def _run(configs: list[TrainConfig]) -> dict[str, Any]:
     for config in configs:
         name, _, _ = submit(config)
         names[name] = config
+    planned: dict[str, float] = {}
+    samples = [_cores_busy()]
     while True:
         status = ray.get(scheduler_actor().status.remote())
+        running = {j["job"]: j["planned_slowdown"] for j in status["jobs"] if j["job"] in names}
+        if len(running) == len(names):  # all in the group: what admission planned for each with the others
+            planned = running
         if set(names) <= set(status["left"]) and not set(names) & {j["job"] for j in status["jobs"]}:
             break
-        time.sleep(1)
+        for _ in range(4):
+            time.sleep(0.25)
+            samples.append(_cores_busy())
     failed = {name: status["left"][name] for name in names if status["left"][name] != "finished"}
     if failed:
         raise RuntimeError(f"jobs failed: {failed}")
@@ -188,11 +291,14 @@ def _run(configs: list[TrainConfig]) -> dict[str, Any]:
         records = [r for r in read_metrics(config.run_dir) if "mux/switch_seconds" in r]
         jobs[name.rsplit("-", 1)[1]] = {
             "run_dir": str(config.run_dir), "span_seconds": round(span, 2),
-            "step_seconds": round(span / len(trains), 3),
+            "step_seconds": round(span / len(trains), 3), "planned_slowdown": round(planned.get(name, 1.0), 3),
             "phases": [{"rollout": round(r, 3), "train": round(t, 3), "rollout_held": round(h, 3)}
                        for r, t, h in zip(rollouts, trains, held, strict=True)],
             "phase_means": {"rollout": round(sum(rollouts) / len(rollouts), 3), "train": round(sum(trains) / len(trains), 3)},
             "switch_seconds": [round(r["mux/switch_seconds"], 4) for r in records],
+            "cross_pool": {"rollout_core_in_train": _busy_share(samples, 1, trained),
+                           "train_core_in_rollout": _busy_share(samples, 2, list(zip(starts, (t for t, _ in trained),
+                                                                                     strict=True)))},
             "waits": {"rollout": round(sum(r["mux/rollout_wait_seconds"] for r in records), 2),
                       "train": round(sum(r["mux/train_wait_seconds"] for r in records), 2)}}
     span = max(p["end"] for p in phases) - min(p["start"] for p in phases)
@@ -201,6 +307,30 @@ def _run(configs: list[TrainConfig]) -> dict[str, Any]:
     if len(configs) == 1:
         result["run_dir"] = str(configs[0].run_dir)
     return result
+
+
+def _cores_busy() -> tuple[float, float, float]:
+    """The time, and the seconds cores 0 (the rollout pool) and 1 (training) have been busy since boot."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    busy = {}
+    for line in Path("/proc/stat").read_text().splitlines():
+        name, *fields = line.split()
+        if name in ("cpu0", "cpu1"):
+            counts = [int(f) for f in fields]
+            busy[name] = (sum(counts) - counts[3] - counts[4]) / ticks  # all but idle and iowait
+    return time.time(), busy["cpu0"], busy["cpu1"]
+
+
+def _busy_share(samples: list[tuple[float, float, float]], core: int, spans: list[tuple[float, float]]) -> float:
+    """The share of ``spans`` (start, end) during which core ``core`` (1: core 0, 2: core 1, the samples'
+    columns) was busy, from the samples interpolated at each span's ends."""
+    import numpy as np
+
+    at = np.array([s[0] for s in samples])
+    busy = np.array([s[core] for s in samples])
+    total = sum(end - start for start, end in spans)
+    worked = sum(float(np.interp(end, at, busy) - np.interp(start, at, busy)) for start, end in spans)
+    return round(worked / total, 3) if total > 0 else 0.0
 
 
 def _mean(values: list[float]) -> float:
@@ -217,9 +347,11 @@ def _cold_start(model: Path) -> float:
     return round(float(done.stdout.strip().splitlines()[-1]), 3)
 
 
-def _held_out(run_dir: Path, episodes: int, out: Path) -> float:
-    """The final checkpoint's held-out success on the quickstart's test lakes (as the quickstart scores them)."""
-    checkpoint = latest_checkpoint(run_dir)
+@functools.cache
+def _held_out(run_dir: str, episodes: int, out: str) -> float:
+    """The final checkpoint's held-out success on the quickstart's test lakes (as the quickstart scores them), once
+    a run (a solo run serves several shapes)."""
+    checkpoint = latest_checkpoint(Path(run_dir))
     assert checkpoint is not None, run_dir
     done = subprocess.run([sys.executable, "-m", "agentgym", "eval", "games/FrozenLake-v0", "--engine", "torch",
                            "--model", str(checkpoint / "model"), "--episodes", str(episodes), "--difficulty", "easy",
