@@ -298,19 +298,25 @@ class Group:
                          for i in on.get((pool, n), [])) for n in free]
             slacks = [min((slack[i] for i in on.get((pool, n), [])), default=math.inf) for n in free]
             busy = [self.utilisation[(pool, n)] for n in free]
-            row += [len(free), min(waits, default=math.inf), max(slacks, default=-math.inf), min(busy, default=math.inf)]
+            phases = [sum(self.members[i].profile.phase(pool) for i in on.get((pool, n), [])) for n in free]
+            budgets = [min((self.members[i].profile.budget / (1 + margin) for i in on.get((pool, n), [])),
+                           default=math.inf) for n in free]
+            row += [len(free), min(waits, default=math.inf), max(slacks, default=-math.inf), min(busy, default=math.inf),
+                    min(phases, default=math.inf), max(budgets, default=-math.inf)]
         memory = max((self.machines.node_memory_gb - self.train_memory[n] for n in self.train_nodes
                       if cap is None or self.residents[("train", n)] < cap), default=-math.inf)
         loosest = max((m.profile.slo for m in self.members.values()), default=1.0)
         return (*row, memory, loosest, *self.size)
 
 
-SUMMARY = ("train_room", "train_wait", "train_slack", "train_busy", "rollout_room", "rollout_wait", "rollout_slack",
-           "rollout_busy", "memory_free", "loosest_slo", "rollout_size", "train_size")
+SUMMARY = ("train_room", "train_wait", "train_slack", "train_busy", "train_phases", "train_budget",
+           "rollout_room", "rollout_wait", "rollout_slack", "rollout_busy", "rollout_phases", "rollout_budget",
+           "memory_free", "loosest_slo", "rollout_size", "train_size")
 """A group's figures in :class:`_Table` (``Group.summary``): per pool how many nodes may keep one more job, the
 least a job waits a step on such a node for the phases it finds running there, the most slack (SLO budget less
-step time) the tightest member of such a node has left, and the least utilisation among them; the most host
-memory a training node with room has free, its members' loosest SLO, and its first job's size."""
+step time) the tightest member of such a node has left, the least utilisation among them, the least sum of the
+phases pinned to one of them, and the loosest budget of a node's tightest member; the most host memory a training
+node with room has free, its members' loosest SLO, and its first job's size."""
 
 
 class _Table:
@@ -341,8 +347,10 @@ class _Table:
         """The groups ``profile`` might join, as (lower bound of the added cost, group id), cheapest first: at
         best it runs at its own pace, slowing nobody, on the nodes the group has or on new ones. Ruled out: too
         few nodes with room (or the wrong size, per ``rules``); a job that would wait past its own budget for the
-        phases on the least-waited nodes; and one whose training phases alone, each found running by the others,
-        would take more than the slack any training node's tightest member has left; and a group whose least-busy
+        phases on the least-waited nodes, and one whose training phases alone, each found running by the others,
+        would take more than the slack any training node's tightest member has left, unless the lockstep
+        meta-iteration (which caps the estimate: complementary phases fall in step) fits those budgets; and a
+        group whose least-busy
         nodes the job would load past its members' and its own loosest SLO (a node asked for ``u`` times the time
         it has slows some job of it ``u`` times or more)."""
         c = dict(zip(SUMMARY, self.rows.T, strict=True))
@@ -351,11 +359,15 @@ class _Table:
         fits &= roomy if not rules.rollout_scaling else True
         if not rules.mixed_sizes:
             fits &= (c["rollout_size"] == profile.rollout_nodes) & (c["train_size"] == profile.train_nodes)
-        if rules.model == "shared":
+        if rules.model == "shared":  # a wait rules out only where the lockstep meta-iteration, the estimate's cap, breaches too
             budget = profile.budget / (1 + rules.slo_margin)
             rollout_wait = 0.0 if rules.rollout_scaling else c["rollout_wait"]
-            fits &= profile.solo + c["train_wait"] + rollout_wait <= budget * (1 + 1e-9)
-            fits &= profile.train / budget * profile.residual("train") <= c["train_slack"] * (1 + 1e-9)
+            cycle = np.maximum(profile.solo, profile.train + c["train_phases"])
+            if not rules.rollout_scaling:
+                cycle = np.maximum(cycle, profile.rollout + c["rollout_phases"])
+            fits &= (profile.solo + c["train_wait"] + rollout_wait <= budget * (1 + 1e-9)) | (cycle <= budget * (1 + 1e-9))
+            fits &= (profile.train / budget * profile.residual("train") <= c["train_slack"] * (1 + 1e-9)) | \
+                (cycle <= c["train_budget"] * (1 + 1e-9))
         loosest = np.maximum(c["loosest_slo"], profile.slo) * (1 + 1e-9)
         fits &= c["train_busy"] + profile.train / profile.solo <= loosest
         if not rules.rollout_scaling:
