@@ -4,9 +4,7 @@ co-execution group), on a loopback Ray cluster whose rollout pool is pinned to c
 
 The jobs: ``heavy0``/``heavy1`` (the quickstart as it is, seeds 0 and 1: its rollout takes about 2.5 times its
 training here), ``even0``/``even1`` (``--epochs`` PPO passes over each batch lengthen the training phase to about
-the rollout's; each move of the lake may take ``--move-seconds`` more to even them out) and ``trainheavy`` (three
-eighths of the batch, 5 passes over it at a quarter of the learning rate: profiled solo for the admission checks
-only). Three shapes multiplex
+the rollout's; each move of the lake may take ``--move-seconds`` more to even them out). Three shapes multiplex
 them: ``balanced`` (the two even jobs), ``rollout_heavy`` (the two heavy ones) and ``trio`` (both heavy jobs and
 ``even0``); each job runs solo once and serves every shape it is in.
 
@@ -17,8 +15,8 @@ in host memory) against a cold start (loading the engine and the learner from di
 held-out success against its solo run. Spans run from a job's first rollout turn to its last training turn (no
 evaluation runs inside: the final checkpoints are scored afterwards). Then admission on the measured profiles,
 each job's SLO at ``--tight-slo``: the two heavy jobs (expected refused: each slows the other's rollout) and
-``heavy0`` with ``trainheavy`` (complementary: each one's rollout fits in the other's training; expected
-admitted). Each run also samples how busy each core is (``/proc/stat``): a solo job's ``cross_pool`` share is the
+``heavy0`` with ``mirror0``, a job that states ``heavy0``'s measured phases the other way round (complementary:
+each one's rollout fits in the other's training; expected admitted). Each run also samples how busy each core is (``/proc/stat``): a solo job's ``cross_pool`` share is the
 other pool's core busy during its phases (the work of a phase that lands on the other pool, which a multiplexed
 partner's phase there then shares). Shapes not run (``--shapes``) keep their entries in ``--out``, with the load
 they ran under. Writes ``benchmarks/results/mux.json`` with the solo runs' per-step phase times (a step's rollout from
@@ -31,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import json
 import logging
@@ -58,8 +57,9 @@ GOAL = {"balanced": {"steps_per_core_hour_ratio": 1.6, "slowdown_max": 1.25},
         "rollout_heavy": {"steps_per_core_hour_ratio": 1.3}}
 TIMED_LAKE = "benchmarks.perf.mux_lake:perf/TimedLake-v0"
 SHAPES = {"balanced": ("even0", "even1"), "rollout_heavy": ("heavy0", "heavy1"), "trio": ("heavy0", "heavy1", "even0")}
-ADMISSION = {"rollout_heavy_pair": (("heavy0", "heavy1"), False), "complementary_pair": (("heavy0", "trainheavy"), True)}
-"""Each admission check: the jobs registered in turn, and whether the last should be admitted."""
+ADMISSION = {"rollout_heavy_pair": (("heavy0", "heavy1"), False), "complementary_pair": (("heavy0", "mirror0"), True)}
+"""Each admission check: the jobs registered in turn, and whether the last should be admitted. A ``mirror`` job
+is not run: it gives the phase times of the job of its number measured the other way round."""
 SLO = {"trio": 2.5}
 """The jobs' SLO in a shape where the default (2) would refuse the last: three rollouts a turn take about twice a
 heavy job's solo step."""
@@ -133,8 +133,7 @@ def _job(job: str, args: argparse.Namespace) -> tuple[int, list[str]]:
     if job.startswith("even"):
         timed = [f"env.id={TIMED_LAKE}", f"env.kwargs.median={args.move_seconds}"] if args.move_seconds else []
         return int(job[-1]), [f"algorithm.epochs={args.epochs}", *timed]
-    assert job == "trainheavy", job
-    return 2, ["trainer.groups_per_step=6", "algorithm.epochs=5", "optim.lr=5e-5"]
+    raise ValueError(f"no job {job!r}")
 
 
 @contextlib.contextmanager
@@ -211,9 +210,9 @@ def _config(job: str, arm: str, model: Path, work: Path, args: argparse.Namespac
 
 
 def _admission(solo: dict[str, dict[str, Any]], model: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """Each :data:`ADMISSION` check on the scheduler: its jobs, profiled from their solo runs with the tight SLO,
-    registered in turn (``trainheavy`` first run solo where missing); whether the last was admitted, the slowdowns
-    admission planned for the group, or its reason to refuse. Every job leaves again."""
+    """Each :data:`ADMISSION` check on the scheduler: its jobs, profiled from their solo runs (each first run solo
+    where missing) with the tight SLO, registered in turn; whether the last was admitted, the slowdowns admission
+    planned for the group, or its reason to refuse. Every job leaves again."""
     import ray
 
     from agentgym.trainers.mux.client import MuxClient, Refused, scheduler_actor
@@ -221,15 +220,18 @@ def _admission(solo: dict[str, dict[str, Any]], model: Path, work: Path, args: a
 
     checks = {}
     for check, (jobs, expected) in ADMISSION.items():
+        profiles = {}
         for job in jobs:
-            if job not in solo:
-                solo[job] = _run([_config(job, "solo", model, work, args)])
-        clients = []
-        for job in jobs:
-            config = _config(job, f"admit-{check}", model, work, args, profile_from=solo[job]["run_dir"],
+            measured = job.replace("mirror", "heavy")
+            if measured not in solo:
+                solo[measured] = _run([_config(measured, "solo", model, work, args)])
+            config = _config(measured, f"admit-{check}", model, work, args, profile_from=solo[measured]["run_dir"],
                              slo=args.tight_slo)
-            clients.append(MuxClient(config.mux.job or job, job_profile(config), steps=args.steps,
-                                     run_dir=str(config.run_dir)))
+            profile = job_profile(config)
+            profiles[job] = profile if job == measured else dataclasses.replace(
+                profile, rollout=profile.train, train=profile.rollout, variability=profile.variability[::-1])
+        clients = [MuxClient(f"admit-{check}-{job}", profile, steps=args.steps, run_dir=str(work / check / job))
+                   for job, profile in profiles.items()]
         outcome: dict[str, Any] = {"jobs": list(jobs), "slo": args.tight_slo, "expected_admitted": expected,
                                    "profiles": {job: {"rollout": round(c.profile.rollout, 3),
                                                       "train": round(c.profile.train, 3)}

@@ -74,15 +74,18 @@ def test_the_brute_force_optimum_of_three_jobs_is_the_hand_enumerated_one() -> N
     a, b = job("a", 3, 1, memory_gb=600), job("b", 1, 3, memory_gb=600)
     c = job("c", 2, 2, slo=1.3, memory_gb=100)
     # alone: 2 nodes x 4 s each. {a,b}: over memory. {a,c} on one rollout node: 5 s a step for both (the rollout
-    # node's 3 + 2; c slowed 1.25x, within 1.3 and its 3% margin): 2 x 5; on two rollout nodes, sharing training:
+    # node's 3 + 2; c slowed 1.25x, within 1.3 and a 3% margin): 2 x 5; on two rollout nodes, sharing training:
     # 4 s, but 3 nodes x 4 = 12 > 10. {b,c} alike (the training node's 3 + 2). {a,b,c}: over memory.
-    groups, cost = optimal_groups([a, b, c], fleet, PLAIN)
+    knobs = dataclasses.replace(PLAIN, rules=Rules(slo_margin=0.03))
+    groups, cost = optimal_groups([a, b, c], fleet, knobs)
     assert cost == pytest.approx((2 * 5 + 2 * 4) * node)
     assert sorted(groups) in ([[["a"]], [["b", "c"]]], [[["a", "c"]], [["b"]]])
+    careful = dataclasses.replace(PLAIN, rules=Rules(slo_margin=0.1))  # 1.25 x 1.1 > 1.3: c shares training only
+    assert optimal_groups([a, b, c], fleet, careful)[1] == pytest.approx((3 * 4 + 2 * 4) * node)
     roomy = Fleet(rollout_price=1.0, train_price=1.0)  # {a,b} alternate on one node each: 4 s for both, the best
-    groups, cost = optimal_groups([a, b, c], roomy, PLAIN)
+    groups, cost = optimal_groups([a, b, c], roomy, knobs)
     assert cost == pytest.approx((2 * 4 + 2 * 4) * node) and sorted(groups) == [[["a", "b"]], [["c"]]]
-    single = dataclasses.replace(PLAIN, rules=Rules(rollout_scaling=False))
+    single = dataclasses.replace(PLAIN, rules=Rules(rollout_scaling=False, slo_margin=0.03))
     assert all(len(group) == 1 for group in optimal_groups([a, b, c], roomy, single)[0])
 
 
