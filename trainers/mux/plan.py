@@ -61,7 +61,7 @@ class Rules:
     """How members' step times are estimated (:func:`step_times`)."""
     slo_margin: float = 0.1
     """The risk knob: each member's estimated step time, raised by this share, must stay within its SLO budget
-    (the estimate misses up to 5% where varying phases fall out of step: the least margin of benchmarks/sim's
+    (the estimate misses by up to 6.5% where varying phases fall out of step: the least margin of benchmarks/sim's
     ``risk`` sweep that holds every SLO on every seed of both traces)."""
     weighed: int | None = 8
     """Groups weighed at most per job, the most promising first (``None``: every group the screen lets by)."""
@@ -351,16 +351,15 @@ class _Table:
         phases on the least-waited nodes, and one whose training phases alone, each found running by the others,
         would take more than the slack any training node's tightest member has left, unless the lockstep
         meta-iteration (which caps the estimate: complementary phases fall in step) fits those budgets; and a
-        group whose least-busy
-        nodes the job would load past its members' and its own loosest SLO (a node asked for ``u`` times the time
-        it has slows some job of it ``u`` times or more)."""
+        group whose least-busy nodes the job would load past its members' and its own loosest SLO (a node asked
+        for ``u`` times the time it has slows some job of it ``u`` times or more)."""
         c = dict(zip(SUMMARY, self.rows.T, strict=True))
         roomy = c["rollout_room"] >= profile.rollout_nodes
         fits = (self.ids >= 0) & (c["train_room"] >= profile.train_nodes) & (c["memory_free"] >= profile.memory_gb)
         fits &= roomy if not rules.rollout_scaling else True
         if not rules.mixed_sizes:
             fits &= (c["rollout_size"] == profile.rollout_nodes) & (c["train_size"] == profile.train_nodes)
-        if rules.model == "shared":  # a wait rules out only where the lockstep meta-iteration, the estimate's cap, breaches too
+        if rules.model == "shared":
             budget = profile.budget / (1 + rules.slo_margin)
             rollout_wait = 0.0 if rules.rollout_scaling else c["rollout_wait"]
             cycle = np.maximum(profile.solo, profile.train + c["train_phases"])
