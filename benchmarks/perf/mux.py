@@ -13,15 +13,18 @@ span: both arms use the same two cores), each job's slowdown (its multiplexed st
 the slowdown admission planned, the mean switch cost per phase (engine wake/sleep and learner onload/offload, warm
 in host memory) against a cold start (loading the engine and the learner from disk), and each job's final
 held-out success against its solo run. Spans run from a job's first rollout turn to its last training turn (no
-evaluation runs inside: the final checkpoints are scored afterwards). Then admission on the measured profiles,
-each job's SLO at ``--tight-slo``: the two heavy jobs (expected refused: each slows the other's rollout) and
-``heavy0`` with ``mirror0``, a job that states ``heavy0``'s measured phases the other way round (complementary:
-each one's rollout fits in the other's training; expected admitted). Each run also samples how busy each core is (``/proc/stat``): a solo job's ``cross_pool`` share is the
-other pool's core busy during its phases (the work of a phase that lands on the other pool, which a multiplexed
-partner's phase there then shares). Shapes not run (``--shapes``) keep their entries in ``--out``, with the load
-they ran under. Writes ``benchmarks/results/mux.json`` with the solo runs' per-step phase times (a step's rollout from
-its turn's start until its batch is whole, the permit itself held until early release; its training), which the
-cluster simulator's validation reads (``python -m benchmarks.sim validate``).
+evaluation runs inside: the final checkpoints are scored afterwards). Each run also samples how busy each core is
+(``/proc/stat``): a solo job's ``cross_pool`` share is the other pool's core busy during its phases (the work of a
+phase that lands on the other pool, which a multiplexed partner's phase there then shares).
+
+Then admission on the measured profiles, each job's SLO at ``--tight-slo``: the two heavy jobs (expected refused:
+each slows the other's rollout) and ``heavy0`` with ``mirror0``, a job that states ``heavy0``'s measured phases
+the other way round (complementary: each one's rollout fits in the other's training; expected admitted).
+
+Shapes not run (``--shapes``) keep their entries in ``--out``, with the load they ran under. Writes
+``benchmarks/results/mux.json`` with the solo runs' per-step phase times (a step's rollout from its turn's start
+until its batch is whole, the permit itself held until early release; its training), which the cluster
+simulator's validation reads (``python -m benchmarks.sim validate``).
 Goals: balanced ratio >= 1.6 with per-job slowdown <= 1.25; rollout-heavy ratio >= 1.3; both admission checks.
 """
 
