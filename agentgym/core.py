@@ -61,7 +61,9 @@ class Env(gymnasium.Env[list[Message], str]):
     ``difficulty`` and the options the environment declares in :attr:`reset_options`.
     ``info["action_error"]`` says what in the action could not be run (``None`` when all of it ran),
     ``info["tool_calls"]`` the calls read from it (each answered by the tool message with the same id),
-    ``info["success"]`` whether the task is solved, ``info["turn"]`` the turn number.
+    ``info["success"]`` whether the task is solved, ``info["turn"]`` the turn number; an environment that grades the
+    episode may add ``info["report"]`` (a dict: what it graded and how), which the episode keeps in the trajectory's
+    ``info`` and the viewer shows (a ``diff``, tests' outcomes by set).
     ``terminated`` means the task ended (solved or failed); ``truncated`` means the turn limit was hit.
     """
 

@@ -205,6 +205,8 @@ class _Episode:
             )
         )
         self.trajectory.reward += reward
+        if "report" in info:
+            self.trajectory.info["report"] = info["report"]
         if terminated or truncated:
             self.trajectory.success = bool(info["success"])
             self.trajectory.status = "truncated" if truncated else "ok"

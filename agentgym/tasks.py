@@ -24,6 +24,9 @@ class Task(BaseModel):
     split: Split = "train"
     options: dict[str, Any] = Field(default_factory=dict)
     """Extra reset options the environment understands."""
+    group: str | None = None
+    """What the task is drawn from where an environment draws from several (a repository, say): reports break
+    results down by it."""
 
     @property
     def id(self) -> str:

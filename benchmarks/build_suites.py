@@ -10,12 +10,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import agentgym
 from agentgym.suites import SUITE_FILE, suites_root, write_suite
-from agentgym.tasks import TaskSet
+from agentgym.tasks import SPLIT_SEED_BASE, Task, TaskSet
 
 LEVELS = ("easy", "medium", "hard")
 WIDGETS = ("ChooseRadio", "ClickButton", "ClickCheckboxes", "ClickLink", "CloseDialog", "ContextMenu", "CopyPaste",
@@ -45,6 +46,8 @@ class SuiteDef:
     parts: tuple[Part, ...]
     source: str = ""
     """Where a suite of another project's tasks comes from (named in its README)."""
+    make: Callable[[], TaskSet] | None = None
+    """The task list, for a suite whose tasks are fixed instances rather than seeds of its parts."""
 
     @property
     def levels(self) -> tuple[str, ...]:
@@ -70,8 +73,20 @@ MINIWOB_SUBSET = ("book-flight", "choose-date", "choose-date-easy", "choose-date
 """The 56 MiniWoB++ tasks of WebGUM's evaluation (Furuta et al., 2023), the subset LLM web agents are most often
 compared on; BrowserGym's MiniWoB task metadata marks the same tasks ``webgum_subset``."""
 MINIWOB = Part(tuple(f"miniwob/{task}-v0" for task in MINIWOB_SUBSET), test=4, train=20, levels=("default",))
+SWE = Part(("swe/Repos-v0",), test=0, train=0)
+"""The environment of swe-v0, whose tasks are its bundled instances (:func:`swe_tasks`)."""
 TEXTARENA = Part(tuple(s.id for s in agentgym.list_envs(family="textarena")), test=4, train=20, levels=("default",))
 """Every TextArena game agentgym registers."""
+
+def swe_tasks() -> TaskSet:
+    """One test task per bundled SWE instance, named by its id, grouped by its project."""
+    from agentgym.envs.swe.instances import load_instances
+
+    instances = sorted(load_instances(), key=lambda i: (i.project, LEVELS.index(i.difficulty or "easy"), i.instance_id))
+    base = SPLIT_SEED_BASE["test"]
+    return TaskSet(Task(env_id="swe/Repos-v0", seed=base + n, difficulty=i.difficulty, split="test",
+                        options={"instance_id": i.instance_id}, group=i.project) for n, i in enumerate(instances))
+
 
 SUITES = {
     s.name: s
@@ -108,6 +123,17 @@ SUITES = {
                  "`pip install 'agentgym[textarena]'`", (TEXTARENA,),
                  source="The games are TextArena 0.7.4's (Guertler et al., 2025) that run offline here (see "
                         "`envs/textarena/env.py` for those left out and why)."),
+        SuiteDef("swe-v0", "Bugs injected into nine real Python projects, fixed in docker sandboxes and graded by the "
+                 "projects' own tests (SWE-bench format).",
+                 "Software engineering on a real repository: reading a failure, finding the code at fault with "
+                 "bash and the file tools, fixing it without breaking any other test.",
+                 "Docker with the `agentgym/swe-*` images (`agentgym sandbox build`)", (SWE,), make=swe_tasks,
+                 source="The projects are PyPI source distributions pinned by version and SHA-256 (more-itertools, "
+                        "toolz, cachetools, boltons, inflection, isodate, parse, semantic-version, tabulate; "
+                        "MIT, BSD or similar licences). Each bug is one SWE-smith-style transform of a function "
+                        "the tests run, kept only where its failing tests fail and the rest pass, twice "
+                        "(`python -m agentgym.envs.swe.make`). Training draws from the same instances (the "
+                        "easy ones), so this suite measures fitting as much as generalising."),
         SuiteDef("all-v0", "Every bundled family: games-v0, tools-v0, web-v0 and gui-v0 together.",
                  "The whole range at once, from grid games to desktop chores.",
                  "everything the four suites need", (GAMES, TOOLS, WEB, WIDGET_TASKS, DESKTOP_TASKS)),
@@ -116,7 +142,9 @@ SUITES = {
 
 
 def suite_tasks(definition: SuiteDef) -> TaskSet:
-    """Test tasks first, then train; per environment, ``n`` seeds of each difficulty."""
+    """Test tasks first, then train; per environment, ``n`` seeds of each difficulty (or the suite's own list)."""
+    if definition.make is not None:
+        return definition.make()
     tasks = []
     for split in ("test", "train"):
         for part in definition.parts:
@@ -138,8 +166,15 @@ def readme(definition: SuiteDef, tasks: TaskSet) -> str:
             for split in ("test", "train") for family in families]
     oracles = {env_id: has_oracle(env_id) for part in definition.parts for env_id in part.env_ids}
     per = "per difficulty" if levels != ("default",) else "each"
-    env_lines = [f"- `{env_id}`: {part.test} test and {part.train} train tasks {per}"
-                 + ("" if oracles[env_id] else " (no oracle)") for part in definition.parts for env_id in part.env_ids]
+    if definition.make is not None:
+        per = "in all"
+        sizes = Counter((t.env_id, t.split) for t in tasks)
+        env_lines = [f"- `{env_id}`: {sizes[env_id, 'test']} test and {sizes[env_id, 'train']} train tasks {per}"
+                     + ("" if oracles[env_id] else " (no oracle)") for env_id in oracles]
+    else:
+        env_lines = [f"- `{env_id}`: {part.test} test and {part.train} train tasks {per}"
+                     + ("" if oracles[env_id] else " (no oracle)") for part in definition.parts
+                     for env_id in part.env_ids]
     with_oracle = sum(oracles.values())
     oracle_line = ("Every environment has an oracle." if with_oracle == len(oracles) else
                    "No environment here has an oracle: `--policy oracle` cannot play them." if not with_oracle else

@@ -1,11 +1,12 @@
 """The environments bundled with agentgym, one subpackage per family (``games``, ``tools``, ``web``, ``gui``,
-``miniwob``, ``mcp``)."""
+``miniwob``, ``mcp``, ``swe``)."""
 
 from agentgym.envs.gui.desktop.tasks import register_desktop_envs
 from agentgym.envs.gui.widgets.tasks import register_widget_envs
 from agentgym.envs.gymnasium.env import GYMNASIUM, register_gymnasium, register_gymnasium_classics
 from agentgym.envs.mcp import register_mcp_envs
 from agentgym.envs.miniwob import register_miniwob_envs
+from agentgym.envs.swe import register_swe_envs
 from agentgym.envs.textarena.env import register_textarena_envs
 from agentgym.registration import register, register_id_family
 
@@ -72,5 +73,6 @@ def register_envs() -> None:
     register_textarena_envs()
     register_miniwob_envs()
     register_mcp_envs()
+    register_swe_envs()
     register_id_family(GYMNASIUM, register_gymnasium)
     register_gymnasium_classics()

@@ -48,6 +48,9 @@ class SandboxSpec(Config):
     """Whether the sandbox may reach any network; off by default."""
     workdir: str = "/work"
     """The writable working directory (everything else is read-only)."""
+    workdir_from_image: bool = False
+    """The work dir starts as a copy of the files the image holds at that path (which the work dir's own mount
+    hides): for images that ship a project there, such as a repository to fix (``docker`` backend only)."""
     disk_mb: int | None = Field(1024, ge=16)
     """MiB the work dir and ``/tmp`` hold together, on a disk of the sandbox's own that takes none of
     ``memory_mb``; past it a write fails with ENOSPC. Where no disk can be mounted, a value set here is refused and

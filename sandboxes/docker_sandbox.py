@@ -40,6 +40,7 @@ import base64
 import collections
 import contextlib
 import functools
+import hashlib
 import itertools
 import json
 import os
@@ -77,7 +78,7 @@ from agentgym.sandboxes.errors import (
     SandboxStartError,
     SandboxUnavailable,
 )
-from agentgym.sandboxes.images import image_tag, is_defined
+from agentgym.sandboxes.images import CACHE, image_tag, is_defined
 from agentgym.sandboxes.oom_kills import memcg_oom_kills
 from agentgym.sandboxes.process import SandboxProcess
 
@@ -94,6 +95,9 @@ RUNTIME_ENV = "AGENTGYM_DOCKER_RUNTIME"
 STATE_DIR = Path(tempfile.gettempdir()) / "agentgym-docker"
 """Holds one folder per sandbox with a disk, named as its container: ``owner`` (:func:`owner` of its maker),
 ``disk.img`` and ``disk``, where that is mounted (see :mod:`agentgym.sandboxes.disk`)."""
+WORKDIR_CACHE = CACHE / "workdirs"
+"""The files of images whose sandboxes start with them in the work dir (``workdir_from_image``): one tar per image
+and path, named by the image's id, so that a rebuilt image is read again."""
 TMP_MB = 64
 """Without a disk: the most of the memory that ``/tmp``'s tmpfs may hold."""
 SHM_MB = 64
@@ -395,10 +399,50 @@ async def create(spec: SandboxSpec) -> DockerSandbox:
     container is being made, the container is removed as soon as it exists."""
     creating = _THREADS.submit(_create, spec)
     try:
-        return await asyncio.wrap_future(creating)
+        sandbox = await asyncio.wrap_future(creating)
     except asyncio.CancelledError:
         creating.add_done_callback(_discard)
         raise
+    if spec.workdir_from_image:
+        try:
+            await _fill_workdir(sandbox)
+        except BaseException:
+            await sandbox.close()
+            raise
+    return sandbox
+
+
+async def _fill_workdir(sandbox: DockerSandbox) -> None:
+    """Copy the files the image holds at the work dir's path into the work dir, as the commands' user."""
+    files = await _blocking(_image_files, _image(sandbox.spec.image), sandbox.spec.workdir)
+    result = await sandbox.exec(["tar", "-x", "--strip-components=1", "-f", "-"], timeout=600, stdin=files)
+    if not result.ok:
+        raise SandboxStartError(f"cannot copy {sandbox.spec.image}'s {sandbox.spec.workdir} into sandbox "
+                                f"{sandbox.id}: {result.stderr[-300:]}")
+
+
+def _image_files(image: str, path: str) -> bytes:
+    """A tar of what ``image`` holds at ``path`` (its members under the folder's own name), read once per image
+    and path and kept in :data:`WORKDIR_CACHE`."""
+    image_id = client().images.get(image).id.removeprefix("sha256:")
+    cached = WORKDIR_CACHE / f"{image_id[:32]}-{hashlib.sha256(path.encode()).hexdigest()[:12]}.tar"
+    if cached.is_file():
+        return cached.read_bytes()
+    docker = client()
+    container = docker.api.create_container(image, "true", network_disabled=True,
+                                            labels={LABEL: "1", OWNER_LABEL: owner()})
+    try:
+        stream, _ = docker.api.get_archive(container["Id"], path)
+        data = b"".join(stream)
+    except docker_module().errors.NotFound as exc:
+        raise SandboxStartError(f"image {image} holds nothing at {path}, the work dir it should start with") from exc
+    finally:
+        docker.api.remove_container(container["Id"], force=True)
+    WORKDIR_CACHE.mkdir(parents=True, exist_ok=True)
+    partial = cached.with_suffix(f".{uuid.uuid4().hex[:8]}.partial")
+    partial.write_bytes(data)
+    partial.replace(cached)
+    return data
 
 
 def check(spec: SandboxSpec | None = None) -> None:

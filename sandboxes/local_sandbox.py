@@ -290,6 +290,9 @@ def check(spec: SandboxSpec | None = None) -> None:
     """Raise :class:`SandboxUnavailable` (naming the install step) unless sandboxes can be made here for
     ``spec``: any image (this backend runs the host's own programs), mounts that every user may read, a
     ``disk_mb`` that was set only where a file system can be mounted."""
+    if spec is not None and spec.workdir_from_image:
+        raise SandboxUnavailable("workdir_from_image needs an image: this backend runs the host's own programs; "
+                                 "use the docker backend")
     _probe()
     if spec is not None:
         _disk_mb(spec)

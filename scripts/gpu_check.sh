@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One-command GPU check (about 8 minutes on an H100/H200-class GPU): vLLM's GPU build with the ipc weight transport
 # (generation, weight updates, logprob parity with the trainer), colocation with vLLM's sleep mode, FSDP2 on one CUDA
-# rank, a few RL steps of a Qwen2.5-0.5B-shaped model built locally, and the gpu-marked tests; writes
+# rank, a few RL steps of a Qwen2.5-0.5B-shaped model built locally, two SWE steps of a Qwen2.5-Coder-1.5B-shaped one
+# where Docker and the swe images are there, and the gpu-marked tests; writes
 # benchmarks/results/gpu.json. The checks are benchmarks/perf/gpu.py's; arguments go to it (e.g. --only rl_steps).
 #
 # Exit status: 0 every check passed; 1 a check failed, or there is a GPU that .venv cannot use; 2 bad arguments;
@@ -11,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 skipped=77
 if [ "${1-}" = -h ] || [ "${1-}" = --help ]; then  # this header, then the checks' own options where Python runs
-  sed -n '2,9s/^# \{0,1\}//p' scripts/gpu_check.sh
+  sed -n '2,10s/^# \{0,1\}//p' scripts/gpu_check.sh
   if [ -x .venv/bin/python ]; then echo; .venv/bin/python benchmarks/perf/gpu.py --help | sed -n '/^options:/,$p'; fi
   exit 0
 fi

@@ -99,6 +99,8 @@ def _blocks(spec: RunSpec, s: RunScores, records: list[EpisodeRecord], first: In
         Heading("By difficulty"), _table(s.by_difficulty),
         Heading("By environment"), _table(s.by_env),
     ]
+    if s.by_group:
+        blocks += [Heading("By group (what the tasks are drawn from)"), _table(s.by_group)]
     blocks += _infra(s, records, first)
     if spec.rollout_sampling == "latr":
         blocks += _trees(spec, records)

@@ -105,6 +105,8 @@ class RunScores(BaseModel):
     by_family: list[Breakdown]
     by_env: list[Breakdown]
     by_difficulty: list[Breakdown]
+    by_group: list[Breakdown] = []
+    """By :attr:`Task.group <agentgym.tasks.Task.group>`, where tasks have one."""
     per_task: list[TaskScore]
 
 
@@ -138,6 +140,7 @@ def score(spec: RunSpec, records: Iterable[EpisodeRecord], infra: list[InfraReco
         by_family=breakdown(records, lambda r: r.task.env_id.split("/")[0]),
         by_env=breakdown(records, lambda r: r.task.env_id),
         by_difficulty=breakdown(records, lambda r: r.task.difficulty or "default"),
+        by_group=breakdown([r for r in records if r.task.group is not None], lambda r: r.task.group or ""),
         per_task=tasks,
     )
 

@@ -74,6 +74,12 @@ PRESETS: dict[str, Preset] = {
         intermediate_size=4864, vocab_size=151_936, embedding_rows=151_936, corpus_episodes=4,
         max_position_embeddings=32_768, rope_theta=1_000_000.0,
     ),
+    # Qwen2.5-Coder-1.5B's shape (1.5B parameters) with random weights: the GPU check's SWE steps (gpu-swe-coder.yaml).
+    "qwen2.5-coder-1.5b": Preset(
+        num_hidden_layers=28, hidden_size=1536, num_attention_heads=12, num_key_value_heads=2,
+        intermediate_size=8960, vocab_size=151_936, embedding_rows=151_936, corpus_episodes=4,
+        max_position_embeddings=32_768, rope_theta=1_000_000.0,
+    ),
 }
 
 

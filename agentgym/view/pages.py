@@ -177,6 +177,22 @@ class EpisodeShown:
     trajectory: Trajectory
     advantage: float | None = None
     outcome: str | None = None
+    report: ReportShown | None = None
+
+
+@dataclass
+class ReportShown:
+    """How the environment graded the episode (``info["report"]`` of its last step): the diff it took, each line
+    with its kind (``add``, ``del``, ``hunk``, ``file`` or ``""``), the files it left out, and its tests' outcomes."""
+
+    diff: list[tuple[str, str]]
+    restored: list[str]
+    tests: list[tuple[str, str, str]]
+    """(set, test, outcome) of every test that did not pass, then of those of the first set that did."""
+    counts: list[tuple[str, int, int]]
+    """(set, passed, of how many) for each set of tests."""
+    problem: str | None
+    resolved: bool
 
 
 def episode_shown(record: Any, screen_url: Callable[[str], str]) -> EpisodeShown:
@@ -188,11 +204,40 @@ def episode_shown(record: Any, screen_url: Callable[[str], str]) -> EpisodeShown
                        t.action_error, [shown_message(m, screen_url) for m in t.observation], t.reward,
                        t.policy_seconds, t.env_seconds)
              for i, t in enumerate(trajectory.turns, 1)]
-    info = [(str(key), _json(value)) for key, value in trajectory.info.items()]
-    shown = EpisodeShown(prompt, turns, info, sorted(trajectory.timings.items()), trajectory)
+    info = [(str(key), _json(value)) for key, value in trajectory.info.items() if key != "report"]
+    report = trajectory.info.get("report")
+    shown = EpisodeShown(prompt, turns, info, sorted(trajectory.timings.items()), trajectory,
+                         report=report_shown(report) if isinstance(report, dict) else None)
     if isinstance(record, RolloutRecord):
         shown.advantage, shown.outcome = record.advantage, record.outcome
     return shown
+
+
+TEST_SETS = ("FAIL_TO_PASS", "PASS_TO_PASS")
+
+
+def report_shown(report: dict[str, Any]) -> ReportShown:
+    """The grading report of an episode as the page shows it."""
+    diff = [(_diff_kind(line), line) for line in str(report.get("diff", "")).splitlines()]
+    tests: list[tuple[str, str, str]] = []
+    counts = []
+    for name in TEST_SETS:
+        outcomes = report.get(name) or {}
+        passed = [test for test, outcome in outcomes.items() if outcome == "passed"]
+        counts.append((name, len(passed), len(outcomes)))
+        tests += [(name, test, outcome) for test, outcome in outcomes.items() if outcome != "passed"]
+    tests += [(TEST_SETS[0], test, "passed") for test, outcome in (report.get(TEST_SETS[0]) or {}).items()
+              if outcome == "passed"]
+    return ReportShown(diff, list(report.get("restored") or []), tests, counts, report.get("problem"),
+                       bool(report.get("resolved")))
+
+
+def _diff_kind(line: str) -> str:
+    if line.startswith(("diff --git", "+++", "---", "index ")):
+        return "file"
+    if line.startswith("@@"):
+        return "hunk"
+    return {"+": "add", "-": "del"}.get(line[:1], "")
 
 
 def _json(value: Any) -> str:

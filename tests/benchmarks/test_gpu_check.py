@@ -145,7 +145,7 @@ def test_each_check_is_recorded_and_one_that_fails_fails_the_run(gpu, tmp_path, 
     written = json.loads(out.read_text())
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == written
     assert (written["passed"], written["exit_code"], written["failed"]) == (False, 1, ["raises", "hangs", "fsdp"])
-    assert written["budget_seconds"] == 480 and written["wall_seconds"] == 12.3
+    assert written["budget_seconds"] == 620 and written["wall_seconds"] == 12.3
     for key in ("generation_tokens_per_second", "training_tokens_per_second", "mfu", "mfu_formula", "peak_bf16_tflops",
                 "weight_update_seconds_per_gb", "peak_memory_gib", "checks", "machine"):
         assert key in written, key
@@ -177,7 +177,7 @@ def test_a_runs_figures_come_from_its_metrics_and_rollouts(gpu, tmp_path, tiny_m
     assert figures["parity_tokens"] == agent_tokens and figures["parity_max_abs"] < 1e-3
 
 
-def test_the_checks_budgets_add_up_to_under_eight_minutes(gpu, tmp_path):
+def test_the_checks_budgets_add_up_to_under_eleven_minutes(gpu, tmp_path):
     checks = gpu.checks(gpu.Options(tmp_path / "model", tmp_path))
     assert [check.name for check in checks] == list(gpu.CHILDREN)  # each has its process's function
-    assert sum(check.budget_seconds for check in checks) <= gpu.BUDGET_SECONDS == 480
+    assert sum(check.budget_seconds for check in checks) <= gpu.BUDGET_SECONDS == 620

@@ -1,5 +1,5 @@
 """What the environment suites share: the registered ids grouped by what they need to start, and the fixture
-that provides it (a Docker engine with the desktop image, or a skip naming why an MCP server cannot run)."""
+that provides it (a Docker engine with agentgym's images, or a skip naming why an MCP server cannot run)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,10 @@ SPECS = [s for s in ALL_SPECS if s.entry_point.startswith("agentgym.envs.") and 
 ON_DESKTOP = {s.id for s in ALL_SPECS if "desktop" in s.tags}
 IN_BROWSER = {s.id for s in ALL_SPECS if "browser" in s.tags}
 SERVED_BY_MCP = {s.id for s in ALL_SPECS if "mcp" in s.tags}
-SLOW_TO_START = IN_BROWSER | ON_DESKTOP | SERVED_BY_MCP
+ON_REPOSITORY = {s.id for s in ALL_SPECS if "swe" in s.tags}
+"""Environments whose episodes fix a repository in a container (and are graded by its tests in another)."""
+IN_CONTAINER = ON_DESKTOP | ON_REPOSITORY
+SLOW_TO_START = IN_BROWSER | IN_CONTAINER | SERVED_BY_MCP
 IN_SANDBOX = {s.id for s in ALL_SPECS if "sandbox" in s.tags}
 SANDBOX_TIMEOUT = 600
 """Seconds for a sandboxed env's test: 400 oracle and random episodes start a sandbox process per command,
@@ -30,7 +33,7 @@ def env_param(*values: object, slow: bool = False) -> object:
     """``values`` marked ``docker`` or ``browser`` where the env (the first value) needs one, with the
     sandboxed envs' timeout, and ``slow`` where asked."""
     env_id = values[0]
-    marks = [pytest.mark.docker] if env_id in ON_DESKTOP else []
+    marks = [pytest.mark.docker] if env_id in IN_CONTAINER else []
     marks += [pytest.mark.browser] if env_id in IN_BROWSER else []
     marks += [pytest.mark.timeout(SANDBOX_TIMEOUT)] if env_id in IN_SANDBOX else []
     marks += [pytest.mark.slow] if slow else []
@@ -39,8 +42,8 @@ def env_param(*values: object, slow: bool = False) -> object:
 
 @pytest.fixture
 def env_prerequisites(request: pytest.FixtureRequest) -> Iterator[None]:
-    """For a test parametrized by ``env_id``: a Docker engine with the desktop image for an environment on a
-    desktop, for that test only (sandboxed tool environments pick their backend as they would without it);
+    """For a test parametrized by ``env_id``: a Docker engine with agentgym's images for an environment on a
+    desktop or a repository, for that test only (sandboxed tool environments pick their backend as they would without it);
     an MCP environment skips, naming why, where no backend can run its server."""
     callspec = getattr(request.node, "callspec", None)
     env_id = callspec.params.get("env_id") if callspec is not None else None
@@ -49,7 +52,7 @@ def env_prerequisites(request: pytest.FixtureRequest) -> Iterator[None]:
             choose_backend("auto", agentgym.spec(env_id).load().server.spec)
         except SandboxUnavailable as exc:
             pytest.skip(str(exc))
-    if env_id not in ON_DESKTOP:
+    if env_id not in IN_CONTAINER:
         yield
         return
     with docker_with_images():

@@ -27,8 +27,8 @@ SEEDS = 200
 SANDBOX_SEEDS = 40
 """Seeds of a sandboxed env's oracle test in the default run, every difficulty among them (:data:`SEEDS` of
 them take two minutes); ``-m slow`` plays all :data:`SEEDS`."""
-CHECKED_BY_DEFAULT = {"web/Shop-v0", "gui/ChooseRadio-v0", "mcp/IssueTracker-v0"}
-"""Of :data:`SLOW_TO_START`, those the default run checks: a web site, a widget page and the MCP example
+CHECKED_BY_DEFAULT = {"web/Shop-v0", "gui/ChooseRadio-v0", "mcp/IssueTracker-v0", "swe/Repos-v0"}
+"""Of :data:`SLOW_TO_START`, those the default run checks: a web site, a widget page, the MCP example and a repository
 (whose episodes each start a server). A check of one of them takes 15 to 50 s (Gymnasium's checker alone resets 14 times and closes 4 times); ``-m slow`` checks the
 rest, and their own modules play their oracle and random policy at every difficulty in the default run."""
 PARSERS = ("hermes", "pythonic")

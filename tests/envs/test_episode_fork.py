@@ -30,9 +30,10 @@ FORK_AT = 2
 CHILD_TURNS = 2
 """Random steps the child takes on its own before the parent takes its next one."""
 FORKABLE = [s for s in ALL_SPECS if s.load().forkable != "no"]
-FORKED_BY_DEFAULT = {"web/Shop-v0", "gui/ChooseRadio-v0", "gui/DesktopAddLines-v0", "mcp/IssueTracker-v0"}
-"""Of :data:`SLOW_TO_START`, those the default run forks (4 to 13 s each): a web site, a widget page, a desktop
-and the MCP example; ``-m slow`` forks the rest."""
+FORKED_BY_DEFAULT = {"web/Shop-v0", "gui/ChooseRadio-v0", "gui/DesktopAddLines-v0", "mcp/IssueTracker-v0",
+                     "swe/Repos-v0"}
+"""Of :data:`SLOW_TO_START`, those the default run forks (4 to 13 s each): a web site, a widget page, a desktop,
+the MCP example and a repository; ``-m slow`` forks the rest."""
 
 
 def _fork_params() -> list[object]:

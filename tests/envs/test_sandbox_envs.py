@@ -310,7 +310,7 @@ def test_close_leaves_no_sandbox_behind(local, env_class):
     env = env_class(backend="local")
     env.reset(seed=0)
     env.step(env.oracle_action())
-    pool = env._pool
+    (pool,) = env._pools.values()
     ours = {env.sandbox.id, *(s.id for s in pool._idle), *(s.id for s in pool._leased)}
     env.close()
     env.close()

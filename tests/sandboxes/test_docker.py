@@ -444,3 +444,20 @@ def test_probing_an_engine_that_is_not_there_leaves_no_socket_open(tmp_path, mon
             backend_module("docker").check(SandboxSpec())
         gc.collect()
     assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
+@pytest.mark.parametrize("disk_mb", [1024, None])
+def test_a_work_dir_from_the_image_starts_with_its_files_the_commands_own(opened, disk_mb, tmp_path):
+    """On a disk of its own or in memory, the work dir holds the image's files at that path (which its mount hides),
+    writable by the commands; nothing is left of the containers the files were read from."""
+    before = {c.id for c in client().containers.list(all=True)}
+    sandbox = opened(image="agentgym/swe-inflection", workdir="/testbed", workdir_from_image=True, disk_mb=disk_mb)
+    listing = run(sandbox.exec("stat -c '%U %n' test_inflection.py inflection/__init__.py && echo x >> setup.py",
+                               timeout=10))
+    assert listing.ok and listing.stdout == "agent test_inflection.py\nagent inflection/__init__.py\n"
+    assert {c.id for c in client().containers.list(all=True)} - before == {client().containers.get(sandbox.id).id}
+
+
+def test_the_local_backend_refuses_a_work_dir_from_an_image():
+    with pytest.raises(SandboxUnavailable, match="workdir_from_image needs an image"):
+        run(open_sandbox("local", workdir_from_image=True))
