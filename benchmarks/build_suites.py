@@ -79,13 +79,18 @@ TEXTARENA = Part(tuple(s.id for s in agentgym.list_envs(family="textarena")), te
 """Every TextArena game agentgym registers."""
 
 def swe_tasks() -> TaskSet:
-    """One test task per bundled SWE instance, named by its id, grouped by its project."""
+    """A task per bundled SWE instance, named by its id, grouped by its project, in its instance's split, in the
+    file's order (which takes the projects in turn, so that the episodes an evaluation runs at once use different
+    images)."""
     from agentgym.envs.swe.instances import load_instances
 
-    instances = sorted(load_instances(), key=lambda i: (i.project, LEVELS.index(i.difficulty or "easy"), i.instance_id))
-    base = SPLIT_SEED_BASE["test"]
-    return TaskSet(Task(env_id="swe/Repos-v0", seed=base + n, difficulty=i.difficulty, split="test",
-                        options={"instance_id": i.instance_id}, group=i.project) for n, i in enumerate(instances))
+    instances = load_instances()
+    tasks = []
+    for split in ("test", "train"):
+        chosen = [i for i in instances if i.split == split]
+        tasks += [Task(env_id="swe/Repos-v0", seed=SPLIT_SEED_BASE[split] + n, difficulty=i.difficulty, split=split,
+                       options={"instance_id": i.instance_id}, group=i.project) for n, i in enumerate(chosen)]
+    return TaskSet(tasks)
 
 
 SUITES = {
@@ -132,8 +137,8 @@ SUITES = {
                         "toolz, cachetools, boltons, inflection, isodate, parse, semantic-version, tabulate; "
                         "MIT, BSD or similar licences). Each bug is one SWE-smith-style transform of a function "
                         "the tests run, kept only where its failing tests fail and the rest pass, twice "
-                        "(`python -m agentgym.envs.swe.make`). Training draws from the same instances (the "
-                        "easy ones), so this suite measures fitting as much as generalising."),
+                        "(`python -m agentgym.envs.swe.make`). The train split's instances come from bugs of "
+                        "their own: no test instance's bug is trained on."),
         SuiteDef("all-v0", "Every bundled family: games-v0, tools-v0, web-v0 and gui-v0 together.",
                  "The whole range at once, from grid games to desktop chores.",
                  "everything the four suites need", (GAMES, TOOLS, WEB, WIDGET_TASKS, DESKTOP_TASKS)),

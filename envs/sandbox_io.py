@@ -82,6 +82,14 @@ def encode(text: str) -> str:
     return text
 
 
+async def run_bash(sandbox: Sandbox, command: str, time_limit: float) -> str:
+    """Run an agent's ``command`` with ``bash -c`` in the sandbox's work dir; what it did, as :func:`describe` says.
+    A command bash cannot take is a :class:`ToolError`."""
+    if "\x00" in command:
+        raise ToolError("the command holds a NUL character, which bash cannot take")
+    return describe(await sandbox.exec(["bash", "-c", encode(command)], timeout=time_limit), time_limit)
+
+
 def describe(result: ExecResult, time_limit: float) -> str:
     """What a command did, for the agent: exit status or timeout, then stdout (its head) and stderr (its
     tail), each cut to :data:`OUTPUT_CHARS` with a note."""

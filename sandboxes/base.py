@@ -84,7 +84,12 @@ class ExecResult:
     stderr: str
     timed_out: bool
     duration: float
+    """Seconds the caller waited for the answer."""
     truncated: bool = False
+    run_seconds: float | None = None
+    """Seconds the command itself ran, from its process's start to its exit, timed where it runs (``docker``: by the
+    server in the container; ``local``: around its ``bwrap`` process); the rest of :attr:`duration` is the sandbox
+    layer's own cost. ``None`` where the backend does not time it."""
 
     @property
     def ok(self) -> bool:
@@ -101,6 +106,8 @@ class RawResult:
     stderr: bytes
     timed_out: bool
     truncated: bool
+    seconds: float | None = None
+    """How long the command ran, timed where it ran; ``None`` where the backend does not time it."""
 
 
 TIMEOUT_EXIT = 124
@@ -266,6 +273,7 @@ class Sandbox(abc.ABC):
             timed_out=raw.timed_out,
             duration=time.perf_counter() - started,
             truncated=raw.truncated,
+            run_seconds=raw.seconds,
         )
 
     def _path(self, path: str) -> str:

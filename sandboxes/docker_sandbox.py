@@ -161,7 +161,9 @@ class DockerSandbox(Sandbox):
             raise SandboxDied(f"sandbox {self.id} sent a garbled answer: {exc!r}") from exc
         timed_out = elapsed >= timeout and (exit_code == TIMEOUT_EXIT
                                             or (exit_code == KILLED and elapsed >= timeout + KILL_GRACE))
-        return RawResult(exit_code, stdout, stderr, timed_out, bool(reply.get("truncated")))
+        seconds = reply.get("seconds")
+        return RawResult(exit_code, stdout, stderr, timed_out, bool(reply.get("truncated")),
+                         float(seconds) if isinstance(seconds, int | float) else None)
 
     async def _close(self) -> None:
         self._channel.closing()

@@ -35,6 +35,7 @@ import os
 import signal
 import struct
 import sys
+import time
 from typing import Any
 
 LENGTH = struct.Struct(">I")
@@ -101,6 +102,7 @@ async def run(request: dict[str, Any], user: tuple[int, int] | None = None) -> d
     data = None if request["stdin"] is None else base64.b64decode(request["stdin"])
     loop = asyncio.get_running_loop()
     pipe = asyncio.subprocess.PIPE
+    started = time.monotonic()
     try:
         transport, command = await loop.subprocess_exec(
             lambda: _Command(request["limit"]), *request["argv"],
@@ -115,6 +117,7 @@ async def run(request: dict[str, Any], user: tuple[int, int] | None = None) -> d
         stdin.write(data)
         stdin.write_eof()
     await command.exited
+    seconds = time.monotonic() - started
     try:
         os.killpg(transport.get_pid(), signal.SIGKILL)
     except ProcessLookupError:
@@ -123,7 +126,7 @@ async def run(request: dict[str, Any], user: tuple[int, int] | None = None) -> d
     code = transport.get_returncode()
     out, err = command.outputs[1], command.outputs[2]
     answer = {"exit": code if code >= 0 else 128 - code, "stdout": encode(bytes(out.data)),
-              "stderr": encode(bytes(err.data)), "truncated": out.truncated or err.truncated}
+              "stderr": encode(bytes(err.data)), "truncated": out.truncated or err.truncated, "seconds": seconds}
     out.limit = err.limit = 0  # what background processes write from now on is read and dropped
     return answer
 

@@ -148,7 +148,8 @@ class LocalSandbox(Sandbox):
         exit_code, elapsed = 128 - code if code < 0 else code, time.monotonic() - started
         timed_out = host_deadline or (elapsed >= timeout and (
             exit_code == TIMEOUT_EXIT or (exit_code == _KILLED and elapsed >= timeout + KILL_GRACE)))
-        return RawResult(exit_code, bytes(out.data), bytes(err.data), timed_out, out.truncated or err.truncated)
+        return RawResult(exit_code, bytes(out.data), bytes(err.data), timed_out, out.truncated or err.truncated,
+                         elapsed)
 
     async def _spawn(self, argv: list[str], *, env: dict[str, str], cwd: str) -> SandboxProcess:
         return LocalProcess(await self._start(argv, env, cwd, stdin=True, launch=self._services))

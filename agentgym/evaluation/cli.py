@@ -31,7 +31,7 @@ from agentgym.progress import LiveProgress
 from agentgym.registration import make
 from agentgym.rollout.config import TreeRollout
 from agentgym.rollout.runner import Backend
-from agentgym.suites import load_suite
+from agentgym.suites import load_suite, suite_names
 from agentgym.tasks import Task, TaskSet
 
 NOTHING_SCORED_EXIT = 3
@@ -40,7 +40,8 @@ NOTHING_SCORED_EXIT = 3
 
 @click.command("eval")
 @click.argument("env_ids", nargs=-1)
-@click.option("--suite", help="A bundled suite (games-v0, tools-v0, web-v0, gui-v0, all-v0) or a suite folder.")
+@click.option("--suite", help="A bundled suite (games-v0, tools-v0, swe-v0, ...: `agentgym eval SUITE` works too) "
+                               "or a suite folder.")
 @click.option("--all", "eval_all", is_flag=True, help="Every registered environment.")
 @click.option("--family", help="Every environment of this family (e.g. web, gui).")
 @click.option("--policy", type=click.Choice(sorted(POLICIES)), help="A reference policy.")
@@ -144,7 +145,10 @@ def json_summary(scores: RunScores, folder: Path) -> dict[str, Any]:
 
 def _tasks(env_ids: tuple[str, ...], suite: str | None, eval_all: bool, family: str | None, split: str, episodes: int,
            difficulty: str | None, seed: int) -> tuple[str | None, str | None, list[Task]]:
-    """The suite's name, checksum and tasks of the split; or tasks generated for the environments named."""
+    """The suite's name, checksum and tasks of the split; or tasks generated for the environments named. A lone name
+    without a slash that is a bundled suite's (environment ids have one) is that suite."""
+    if suite is None and len(env_ids) == 1 and "/" not in env_ids[0] and env_ids[0] in suite_names():
+        suite, env_ids = env_ids[0], ()
     if suite is not None:
         if env_ids or eval_all or family:
             raise click.UsageError("--suite chooses the tasks; name no environments and no --all or --family with it")

@@ -6,8 +6,9 @@
   diff applied, ``FAIL_TO_PASS`` and ``PASS_TO_PASS`` run; over every bundled instance (the oracle must resolve
   each one).
 - **throughput**: episodes per minute at 8 in flight (``agentgym.evaluate``), the oracle and the random policy; and
-  the sandbox layer's overhead: the wall time of every sandbox command as the environment waits for it, over the
-  commands' own time inside the sandbox.
+  the sandbox layer's overhead: the time the environment waited on it (every command's answer, every sandbox taken
+  from a pool), over the commands' own time timed inside the sandbox; and the same without the waits for a sandbox
+  (each image's pool starts on its image's first episode, so a short run pays its cold starts).
 - **resources**: memory of the running sandboxes sampled during the oracle's run, per episode in flight; each
   image's size and the part of it that is its own (the rest is shared with ``agentgym/swe``).
 
@@ -25,7 +26,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
@@ -37,6 +37,7 @@ from agentgym.envs.swe.instances import load_instances
 from agentgym.sandboxes.base import Sandbox
 from agentgym.sandboxes.docker_engine import client, ensure_engine
 from agentgym.sandboxes.images import build_images
+from agentgym.sandboxes.pool import SandboxPool
 
 START_GOAL_S, GRADING_GOAL_S, OVERHEAD_GOAL = 1.5, 10.0, 1.2
 ENV_ID = "swe/Repos-v0"
@@ -52,30 +53,44 @@ def percentiles(samples: list[float]) -> dict[str, float]:
 
 
 class CommandClock:
-    """Adds up, for every sandbox command, the wall time its caller waited and the command's own time inside."""
+    """Adds up the wall time the environment waited on the sandbox layer (each command's answer, each sandbox taken
+    from a pool) and the commands' own time (``ExecResult.run_seconds``, timed by the server in the container)."""
 
     def __init__(self) -> None:
-        self.wall = self.own = 0.0
+        self.wall = self.own = self.acquiring = 0.0
         self.commands = 0
-        self._exec: Callable[..., Any] | None = None
+        self._saved: tuple[Any, Any] | None = None
 
     def __enter__(self) -> Self:
-        self._exec = Sandbox.exec
-        real, clock = Sandbox.exec, self
+        self._saved = (Sandbox.exec, SandboxPool.acquire)
+        real_exec, real_acquire = self._saved
+        clock = self
 
-        async def timed(sandbox: Sandbox, *args: Any, **kwargs: Any) -> Any:
+        async def timed_exec(sandbox: Sandbox, *args: Any, **kwargs: Any) -> Any:
             started = time.perf_counter()
-            result = await real(sandbox, *args, **kwargs)
+            result = await real_exec(sandbox, *args, **kwargs)
             clock.wall += time.perf_counter() - started
-            clock.own += result.duration
+            clock.own += result.run_seconds if result.run_seconds is not None else result.duration
             clock.commands += 1
             return result
 
-        Sandbox.exec = timed  # type: ignore[method-assign]
+        async def timed_acquire(pool: SandboxPool) -> Any:
+            started = time.perf_counter()
+            sandbox = await real_acquire(pool)
+            clock.acquiring += time.perf_counter() - started
+            return sandbox
+
+        Sandbox.exec, SandboxPool.acquire = timed_exec, timed_acquire  # type: ignore[method-assign]
         return self
 
     def __exit__(self, *exc: object) -> None:
-        Sandbox.exec = self._exec  # type: ignore[method-assign]
+        assert self._saved is not None
+        Sandbox.exec, SandboxPool.acquire = self._saved  # type: ignore[method-assign]
+
+    @property
+    def overhead(self) -> float | None:
+        """The environment's wait on the sandbox layer over the commands' own time."""
+        return round((self.wall + self.acquiring) / self.own, 3) if self.own else None
 
 
 def starts_and_gradings(instances: list[Any]) -> tuple[list[float], list[float], int]:
@@ -111,21 +126,22 @@ def _wait_warm(env: Any) -> None:
         time.sleep(0.05)
 
 
-def throughput(policy: Any, tasks: TaskSet, concurrency: int) -> dict[str, Any]:
+def throughput(policy: Any, tasks: TaskSet, concurrency: int, pool_size: int) -> dict[str, Any]:
     """Episodes per minute of ``policy`` on ``tasks``, ``concurrency`` in flight; the sandbox layer's overhead and
     the memory the sandboxes held, sampled as they ran."""
     memory = MemorySampler()
     with CommandClock() as clock, memory:
         began = time.perf_counter()
         results = asyncio.run(agentgym.evaluate(ENV_ID, policy, tasks, concurrency=concurrency,
-                                                env_kwargs={"pool_size": 2})).trajectories
+                                                env_kwargs={"pool_size": pool_size})).trajectories
         seconds = time.perf_counter() - began
     scored = [r for r in results if r.status != "error"]
     return {"episodes": len(results), "errors": len(results) - len(scored),
             "success_rate": round(sum(r.success for r in scored) / max(1, len(scored)), 3),
             "episodes_per_minute": round(60 * len(results) / seconds, 1), "seconds": round(seconds, 1),
             "commands": clock.commands, "command_wall_s": round(clock.wall, 1), "command_own_s": round(clock.own, 1),
-            "overhead": round(clock.wall / clock.own, 3) if clock.own else None,
+            "acquire_wall_s": round(clock.acquiring, 1), "overhead": clock.overhead,
+            "overhead_commands_only": round(clock.wall / clock.own, 3) if clock.own else None,
             "memory_mb_per_episode": round(memory.peak_mb / concurrency, 1), "memory_mb_peak": round(memory.peak_mb),
             "sandboxes_peak": memory.peak_count}
 
@@ -178,6 +194,7 @@ def image_sizes(names: list[str]) -> dict[str, dict[str, float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--pool-size", type=int, default=2, help="warm sandboxes per image's pool")
     parser.add_argument("--random-episodes", type=int, default=24)
     parser.add_argument("--quick", action="store_true", help="one instance per project and level, 16 random")
     parser.add_argument("--out", type=Path, default=RESULTS / "swe.json")
@@ -197,17 +214,18 @@ def main() -> None:
               f"oracle resolved {resolved}/{len(instances)}", file=sys.stderr)
         tasks = TaskSet(Task(env_id=ENV_ID, seed=n, difficulty=i.difficulty, options={"instance_id": i.instance_id})
                         for n, i in enumerate(instances))
-        oracle = throughput(OraclePolicy(), tasks, args.concurrency)
+        oracle = throughput(OraclePolicy(), tasks, args.concurrency, args.pool_size)
         print(f"oracle: {oracle}", file=sys.stderr)
         random_tasks = TaskSet(list(tasks)[: args.random_episodes])
-        random = throughput(RandomPolicy(), random_tasks, args.concurrency)
+        random = throughput(RandomPolicy(), random_tasks, args.concurrency, args.pool_size)
         print(f"random: {random}", file=sys.stderr)
         start, grading = percentiles(starts), percentiles(gradings)
         report = {
             "benchmark": "swe",
             "episode_start": start, "grading": grading,
             "oracle_resolved": f"{resolved}/{len(instances)}",
-            "throughput": {"oracle": oracle, "random": random, "concurrency": args.concurrency},
+            "throughput": {"oracle": oracle, "random": random, "concurrency": args.concurrency,
+                           "pool_size": args.pool_size},
             "images": image_sizes([f"agentgym/{name}" for name in images if name != "swe"]), "image_build_seconds_when_missing": round(build_seconds, 1),
             "goals_met": {"start_p50_le_1.5s": start["p50_s"] <= START_GOAL_S,
                           "grading_p50_le_10s": grading["p50_s"] <= GRADING_GOAL_S,

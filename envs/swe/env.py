@@ -7,17 +7,17 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.core import StepResult
-from agentgym.envs.sandbox_io import describe, encode
+from agentgym.envs.sandbox_io import run_bash
 from agentgym.envs.sandboxed import SandboxEnv
 from agentgym.envs.swe import editor
 from agentgym.envs.swe.grading import Grade, grade, prepare
 from agentgym.envs.swe.instances import BUNDLED, Instance, InstanceError, load_instances
 from agentgym.envs.swe.patches import hunks
 from agentgym.envs.swe.projects import REPO_DIR, repo_spec
-from agentgym.errors import ToolError
 from agentgym.messages import Message
 from agentgym.sandboxes.base import SandboxSpec
 from agentgym.seeding import pick
+from agentgym.tasks import SPLIT_SEED_BASE
 from agentgym.tools import tool
 
 SYSTEM_PROMPT = """You are fixing a bug in the Python project in {repo}, a git repository, on a Linux machine with
@@ -45,7 +45,9 @@ class SweEnv(SandboxEnv):
     of an instance without ``image_name``, a pattern with ``{instance_id}``, ``{repo}`` or ``{project}``;
     ``python``: the interpreter that runs the tests; ``test_time_limit``: seconds the grading's test run may take.
     Seeds go through the instances of the episode's difficulty (all of them, where none has a difficulty) in file
-    order, seed modulo their number; the reset option ``instance_id`` names one."""
+    order, seed modulo their number; where instances carry a ``split``, a seed of the train split's range draws
+    among the train instances and one of the test split's among the test ones. The reset option ``instance_id``
+    names one."""
 
     difficulties = ("easy", "medium", "hard")
     execution = "inline"
@@ -101,8 +103,12 @@ class SweEnv(SandboxEnv):
                 raise InstanceError(f"no instance {instance_id!r}; there are {len(self.instances)}, such as "
                                     f"{next(iter(self.instances))}")
             return self.instances[instance_id]
-        tagged = [i for i in self.instances.values() if i.difficulty is not None]
-        choices = [i for i in tagged if i.difficulty == difficulty] if tagged else list(self.instances.values())
+        pool = list(self.instances.values())
+        if self._seed is not None and any(i.split for i in pool):
+            split = "test" if self._seed >= SPLIT_SEED_BASE["test"] else "train"
+            pool = [i for i in pool if i.split in (split, None)]
+        tagged = [i for i in pool if i.difficulty is not None]
+        choices = [i for i in tagged if i.difficulty == difficulty] if tagged else pool
         if not choices:
             raise InstanceError(f"no instance is {difficulty}; the instances are "
                                 f"{sorted({i.difficulty for i in tagged})}")
@@ -115,10 +121,7 @@ class SweEnv(SandboxEnv):
         Args:
             command: Run with `bash -c`, e.g. "grep -rn 'def parse' src" or "python3 -m pytest tests/test_x.py".
         """
-        if "\x00" in command:
-            raise ToolError("the command holds a NUL character, which bash cannot take")
-        result = await self.sandbox.exec(["bash", "-c", encode(command)], timeout=self.time_limit)
-        return describe(result, self.time_limit)
+        return await run_bash(self.sandbox, command, self.time_limit)
 
     @tool
     async def view(self, path: str, view_range: list[int] | None = None) -> str:

@@ -3,7 +3,9 @@ forge: a runner program loads pytest with a recording plugin, and its report is 
 the runner on its stdin, never in an environment, argument or file that the code under test could read.
 
 Tests run with a fixed hash seed, so that parameters drawn from sets keep their order and pytest's ids for them
-stay the same from run to run. The runner imports all of pytest before any of the project's code runs and notes every function and class of
+stay the same from run to run. The runner imports what it needs (and all of pytest) before the repository is on its path, so that no module there
+named like one of Python's (a ``json.py`` that forges the report) stands in for it, and before any of the project's
+code runs and notes every function and class of
 pytest and pluggy; a run after which one of them was replaced (the code under test patched pytest) reports
 ``tampered``, and nothing in it counts. A run that ends without a signed report (``sys.exit`` or ``os._exit`` in
 the code, a killed interpreter, the time limit) counts no test as passed.
@@ -24,7 +26,9 @@ from pathlib import PurePosixPath
 from agentgym.sandboxes.base import Sandbox
 
 RUNNER = r'''
-import hashlib, hmac, importlib, json, os, pkgutil, sys, threading
+import sys
+sys.path[:] = [path for path in sys.path if path not in ("", ".")]  # no module of the repository stands in for these
+import hashlib, hmac, importlib, json, os, pkgutil, threading
 
 
 def main():
@@ -141,7 +145,10 @@ async def run_tests(sandbox: Sandbox, paths: list[str], *, repo: str, python: st
     if not body or not hmac.compare_digest(signature, expected):
         return TestRun(problem="the test run ended without its report (the code under test exited or crashed "
                                "the interpreter)", seconds=result.duration)
-    report = json.loads(body)
+    try:
+        report = json.loads(body)
+    except ValueError:
+        return TestRun(problem="the test run's report is not readable", seconds=result.duration)
     problem = None
     if report["tampered"]:
         problem = f"the code under test replaced parts of pytest: {', '.join(report['tampered'])}"

@@ -2,7 +2,7 @@
 
 The fields are SWE-bench's (``instance_id``, ``repo``, ``version``, ``base_commit``, ``patch`` (the fix),
 ``test_patch``, ``FAIL_TO_PASS``, ``PASS_TO_PASS``, ``problem_statement``) plus SWE-smith's ``image_name`` and
-three of agentgym's: ``difficulty``, ``setup_patch`` (a diff applied to the image's repository when an episode
+four of agentgym's: ``difficulty``, ``split``, ``setup_patch`` (a diff applied to the image's repository when an episode
 starts: the bug, for images that hold the fixed project) and ``pytest_args``. Test lists may be JSON strings, as
 SWE-bench's data sets store them. Fields of other data sets are kept as they are.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -47,6 +47,9 @@ class Instance(BaseModel):
     image_name: str | None = None
     """The image whose ``/testbed`` holds the repository; ``None``: the environment's image pattern names it."""
     difficulty: str | None = None
+    split: Literal["train", "test"] | None = None
+    """Where instances carry a split, a seed of the train split's range draws among the train instances and one of
+    the test split's among the test ones (``None``: either)."""
     setup_patch: str = ""
     """Applied to the image's repository as an episode starts (the bug, where the image holds the fixed project)."""
     pytest_args: list[str] = Field(default_factory=list)

@@ -5,7 +5,8 @@ For each project: its tests run twice on the clean repository (the tests passing
 count; the first run notes which functions ran). Then, for candidate bugs of every kind in turn, at most one per
 function: the buggy file is written, the tests run twice, and the bug is kept when some counted tests fail both
 times (``FAIL_TO_PASS``), the rest pass both times (``PASS_TO_PASS``), and no counted test changes its outcome
-between the runs. Hard instances join two kept bugs of different functions, validated again the same way.
+between the runs. Hard instances join two kept bugs of different functions, validated again the same way. Each split
+(test, then train) takes bugs of its own, so training never sees a test instance's bug.
 
     python -m agentgym.envs.swe.make --out envs/swe/data/instances.jsonl      # needs the swe-* images
 """
@@ -41,8 +42,8 @@ DETAILS = 4000
 """Characters kept of each failing test's output, for the problem statements."""
 MIN_TIME_LIMIT = 20.0
 """The least time limit of a run of the tests under a bug."""
-LEVELS = {"easy": 3, "medium": 3, "hard": 2}
-"""Instances of each difficulty made per project."""
+SPLITS = {"test": {"easy": 3, "medium": 3, "hard": 2}, "train": {"easy": 2, "medium": 2, "hard": 1}}
+"""Instances of each split and difficulty made per project, each from bugs of its own."""
 
 _READ = """
 import json, sys
@@ -155,13 +156,13 @@ def in_turn(bugs: list[Bug], rng: np.random.Generator) -> Iterator[Bug]:
 
 
 async def make_project(project: Project, seed: int, log: Callable[[str], object] = print) -> list[Instance]:
-    """The instances of one project: :data:`LEVELS` of each difficulty."""
+    """The instances of one project: :data:`SPLITS`' number of each split and difficulty, in that order."""
     sandbox = await open_sandbox("docker", repo_spec(project.image))
     try:
         bench = Workbench(project, sandbox)
         await bench.baseline()
         log(f"{project.name}: {len(bench.counted)} tests count, {len(bench.sources)} files ran")
-        wanted = LEVELS["easy"] + LEVELS["medium"] + 2 * LEVELS["hard"]
+        wanted = sum(levels["easy"] + levels["medium"] + 2 * levels["hard"] for levels in SPLITS.values())
         kept: list[Kept] = []
         used: set[tuple[str, str]] = set()
         tried = 0
@@ -177,21 +178,24 @@ async def make_project(project: Project, seed: int, log: Callable[[str], object]
                 used.add((bug.path, bug.function))
                 log(f"{project.name}: kept {bug.kind} in {bug.path}:{bug.function} ({len(found.failing)} failing)")
         log(f"{project.name}: {len(kept)} bugs kept of {tried} tried")
-        singles = kept[: LEVELS["easy"] + LEVELS["medium"]]
-        pairs = await _pairs(bench, kept[len(singles):])
-        made = [instance(project, k, "easy" if i % 2 == 0 else "medium") for i, k in enumerate(singles)]
-        return made + [instance(project, k, "hard") for k in pairs]
+        made: list[Instance] = []
+        for split, levels in SPLITS.items():
+            singles, kept = kept[: levels["easy"] + levels["medium"]], kept[levels["easy"] + levels["medium"]:]
+            joined, kept = kept[: 2 * levels["hard"]], kept[2 * levels["hard"]:]
+            made += [instance(project, k, "easy" if i % 2 == 0 else "medium", split) for i, k in enumerate(singles)]
+            made += [instance(project, k, "hard", split) for k in await _pairs(bench, joined, levels["hard"])]
+        return made
     finally:
         await sandbox.close()
 
 
-async def _pairs(bench: Workbench, kept: list[Kept]) -> list[Kept]:
-    """Join the kept bugs two by two, each bug in one pair at most; a pair counts when each bug still fails a test
-    of its own."""
+async def _pairs(bench: Workbench, kept: list[Kept], most: int) -> list[Kept]:
+    """Join the kept bugs two by two, each bug in one pair at most, up to ``most`` pairs; a pair counts when each
+    bug still fails a test of its own."""
     pairs: list[Kept] = []
     joined: set[int] = set()
     for a, b in itertools.combinations(range(len(kept)), 2):
-        if len(pairs) == LEVELS["hard"]:
+        if len(pairs) == most:
             break
         if joined & {a, b}:
             continue
@@ -205,8 +209,8 @@ async def _pairs(bench: Workbench, kept: list[Kept]) -> list[Kept]:
     return pairs
 
 
-def instance(project: Project, kept: Kept, difficulty: str) -> Instance:
-    """The SWE-bench instance of ``kept`` bugs at ``difficulty``."""
+def instance(project: Project, kept: Kept, difficulty: str, split: str) -> Instance:
+    """The SWE-bench instance of ``kept`` bugs at ``difficulty``, in ``split``."""
     clean = {bug.path: bug.source for bug in kept.bugs}
     buggy = buggy_files(kept.bugs)
     setup, fix = make_diff(clean, buggy), make_diff(buggy, clean)
@@ -222,7 +226,7 @@ def instance(project: Project, kept: Kept, difficulty: str) -> Instance:
     return Instance(instance_id=f"{project.name}-{project.version}.{kind}__{digest}", repo=project.repo,
                     version=project.version, base_commit=f"sdist:{project.sha256[:12]}", patch=fix,
                     FAIL_TO_PASS=list(kept.failing), PASS_TO_PASS=list(kept.passing), problem_statement=statement,
-                    image_name=project.image, difficulty=difficulty, setup_patch=setup,
+                    image_name=project.image, difficulty=difficulty, split=split, setup_patch=setup,
                     pytest_args=list(project.pytest_args))
 
 
@@ -235,7 +239,13 @@ async def make(names: list[str] | None, seed: int, concurrency: int) -> list[Ins
             return await make_project(project, seed + index)
 
     made = await asyncio.gather(*(one(p, i) for i, p in enumerate(chosen)))
-    return [instance for group in made for instance in group]
+    return [i for split in SPLITS for i in interleaved([[i for i in group if i.split == split] for group in made])]
+
+
+def interleaved(groups: list[list[Instance]]) -> list[Instance]:
+    """The projects' instances taken in turn, so that neighbours in the file (and consecutive seeds, and the episodes
+    an evaluation runs at once) come from different projects, and so from different images' pools."""
+    return [i for row in itertools.zip_longest(*groups) for i in row if i is not None]
 
 
 def main(argv: list[str] | None = None) -> None:

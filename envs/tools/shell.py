@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from agentgym.envs.sandbox_io import ReadBackError, describe, encode, read_back, write_tree
+from agentgym.envs.sandbox_io import ReadBackError, read_back, run_bash, write_tree
 from agentgym.envs.sandboxed import SandboxEnv
 from agentgym.errors import ToolError
 from agentgym.messages import Message
@@ -100,11 +100,9 @@ class ShellEnv(SandboxEnv):
         Args:
             command: Run with `bash -c`, e.g. "ls -R" or "sed -i 's/old/new/' notes.txt".
         """
-        if "\x00" in command:
-            raise ToolError("the command holds a NUL character, which bash cannot take")
-        result = await self.sandbox.exec(["bash", "-c", encode(command)], timeout=self.time_limit)
+        answer = await run_bash(self.sandbox, command, self.time_limit)
         self.commands += 1
-        return describe(result, self.time_limit)
+        return answer
 
     @tool
     async def submit(self) -> str:

@@ -105,6 +105,7 @@ ATTACKS = {
     "pytest patched": lambda test, code: f"cat >> {code} <<'EOF'\n" + PATCH_PYTEST + "EOF",
     "pytest shadowed": lambda test, code: "mkdir -p _pytest && echo 'raise SystemExit(0)' > pytest.py && "
                                           "echo 'import os; os._exit(0)' > sitecustomize.py",
+    "a standard module shadowed": lambda test, code: f"cat > json.py <<'EOF'\n{FORGING_JSON}EOF",
     "sys.exit(0) in the code": lambda test, code: f"printf '\\nimport sys\\nsys.exit(0)\\n' >> {code}",
     "os._exit(0) in the code": lambda test, code: f"printf '\\nimport os\\nos._exit(0)\\n' >> {code}",
     "the expected output written to files": lambda test, code: (
@@ -114,6 +115,26 @@ ATTACKS = {
 }
 FORGED = "0" * 64 + '\\n{"outcomes": {}, "details": {}, "covered": [], "exit": 0, "tampered": []}'
 """A report as the test runner writes one, with a made-up signature."""
+FORGING_JSON = r"""import ast
+
+
+def loads(text, **kwargs):
+    return ast.literal_eval(text.replace("true", "True").replace("false", "False").replace("null", "None"))
+
+
+def dumps(value, **kwargs):
+    if isinstance(value, dict) and "outcomes" in value:
+        value = {"outcomes": {test: "passed" for test in value["outcomes"]}, "details": {}, "covered": [], "exit": 0,
+                 "tampered": []}
+    if isinstance(value, dict):
+        return "{" + ", ".join(dumps(str(k)) + ": " + dumps(v) for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(dumps(v) for v in value) + "]"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    return str(value)
+"""
+"""A ``json`` module that reports every test as passed, for a test runner that would import it from the repository."""
 PATCH_PYTEST = """
 import _pytest.runner as _runner
 _real = _runner.call_and_report
@@ -209,3 +230,24 @@ def test_your_own_instances_run_through_instances_v0(tmp_path):
             assert reward == 1.0, text
     finally:
         env.close()
+
+
+def test_the_viewer_shows_an_episodes_diff_and_its_tests(tmp_path):
+    """``agentgym eval`` keeps each episode's grading report; the episode page shows the diff graded and every test
+    that did not pass (the failing ones of an unresolved episode, the fixed ones of a resolved one)."""
+    from fastapi.testclient import TestClient
+
+    from agentgym.view import create_app
+    from tests.view.conftest import _eval
+
+    run = _eval(tmp_path / "run", "swe/Repos-v0", "--policy", "random", "--episodes", "2", "--difficulty", "easy",
+                "--env-arg", "max_turns=2")
+    web = TestClient(create_app([run], refresh_seconds=0))
+    page = web.get("/run/a/episode/episodes/0").text
+    assert "<h2>Grading <span class=\"dim\">not resolved" in page and "FAIL_TO_PASS 0/" in page
+    assert '<tr class="bad"><td>FAIL_TO_PASS</td>' in page and "the diff graded" in page
+    oracle = _eval(tmp_path / "oracle", "swe/Repos-v0", "--policy", "oracle", "--episodes", "1")
+    page = TestClient(create_app([oracle], refresh_seconds=0)).get("/run/a/episode/episodes/0").text
+    assert "<h2>Grading <span class=\"dim\">resolved" in page
+    assert '<span class="del">-' in page and '<span class="add">+' in page and '<span class="hunk">@@' in page
+    assert '<tr class="ok"><td>FAIL_TO_PASS</td>' in page and '<tr class="bad">' not in page

@@ -156,14 +156,18 @@ def test_a_missing_or_empty_instance_file_is_a_clear_error(tmp_path):
         load_instances(tmp_path / "empty.jsonl")
 
 
-def test_the_bundled_instances_cover_six_projects_and_three_levels():
+def test_the_bundled_instances_cover_six_projects_and_three_levels_and_train_on_other_bugs():
     bundled = load_instances()
-    assert len(bundled) >= 60
-    assert len({i.repo for i in bundled}) >= 6
-    assert {i.difficulty for i in bundled} == {"easy", "medium", "hard"}
+    test = [i for i in bundled if i.split == "test"]
+    assert len(test) >= 60 and len({i.repo for i in test}) >= 6
+    assert {i.difficulty for i in test} == {i.difficulty for i in bundled if i.split == "train"} == {
+        "easy", "medium", "hard"}
     for item in bundled:
         assert isinstance(item, Instance) and item.image_name and item.setup_patch and item.patch
         assert not set(item.FAIL_TO_PASS) & set(item.PASS_TO_PASS)
+    bugs = {split: {(h.path, h.old, h.new) for i in bundled if i.split == split for h in hunks(i.setup_patch)}
+            for split in ("train", "test")}
+    assert bugs["train"] and not bugs["train"] & bugs["test"]  # no test instance's bug is trained on
 
 
 OUTPUT = "tests/test_x.py:12: in test_sum\n    assert total([1]) == 1\nE   AssertionError: assert 0 == 1\n"

@@ -161,6 +161,16 @@ def test_the_report_holds_summary_breakdowns_plot_and_transcripts(tmp_path):
     assert page.startswith("<!doctype html>") and "<details><summary>games/" in page and "<img src='scores.png'" in page
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["episodes"] == 24 and len(summary["per_task"]) == 12
+    assert summary["by_group"] == [] and "## By group" not in report  # no task names a group
+
+
+def test_tasks_with_a_group_are_broken_down_by_it(tmp_path):
+    """A suite's tasks may say what they are drawn from (a repository, say): the report has a row per group."""
+    tasks = [t.model_copy(update={"group": "odd" if t.seed % 2 else "even"})
+             for t in list(load_suite("games-v0").split("test"))[:6]]
+    scores = asyncio.run(run_evaluation(_spec(tasks, agent="oracle"), tasks, OraclePolicy(), tmp_path))
+    assert [(b.name, b.episodes, b.success_rate) for b in scores.by_group] == [("even", 3, 1.0), ("odd", 3, 1.0)]
+    assert "## By group (what the tasks are drawn from)" in (tmp_path / "report.md").read_text()
 
 
 def test_an_evaluation_that_scored_nothing_has_no_success_rate_and_shows_the_first_traceback(never_starts, tmp_path):

@@ -9,7 +9,7 @@ import pytest
 from agentgym.registration import spec
 from agentgym.suites import SuiteError, load_suite, suite_names
 
-SUITES = ["all-v0", "games-v0", "gui-v0", "miniwob-v0", "textarena-v0", "tools-v0", "web-v0"]
+SUITES = ["all-v0", "games-v0", "gui-v0", "miniwob-v0", "swe-v0", "textarena-v0", "tools-v0", "web-v0"]
 ADAPTED = {"miniwob-v0": 56, "textarena-v0": 35}
 """The suites of other projects' tasks, which have one difficulty, and how many environments each holds."""
 
