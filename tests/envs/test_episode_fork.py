@@ -73,7 +73,7 @@ def test_every_bundled_family_declares_how_it_forks():
     for spec in ALL_SPECS:
         declared.setdefault(spec.family, set()).add(spec.load().forkable)
     expected = {"games": {"native"}, "tools": {"native", "replay"}, "textarena": {"replay"}, "gymnasium": {"replay"},
-                "web": {"replay"}, "gui": {"replay"}, "mcp": {"replay"}, "miniwob": {"no"}}
+                "web": {"replay"}, "gui": {"replay"}, "mcp": {"replay"}, "swe": {"replay"}, "miniwob": {"no"}}
     assert declared == {family: kinds for family, kinds in expected.items() if family in declared}  # miniwob may be missing
 
 
