@@ -426,11 +426,11 @@ async def _fill_workdir(sandbox: DockerSandbox) -> None:
 def _image_files(image: str, path: str) -> bytes:
     """A tar of what ``image`` holds at ``path`` (its members under the folder's own name), read once per image
     and path and kept in :data:`WORKDIR_CACHE`."""
-    image_id = client().images.get(image).id.removeprefix("sha256:")
+    docker = client()
+    image_id = docker.images.get(image).id.removeprefix("sha256:")
     cached = WORKDIR_CACHE / f"{image_id[:32]}-{hashlib.sha256(path.encode()).hexdigest()[:12]}.tar"
     if cached.is_file():
         return cached.read_bytes()
-    docker = client()
     container = docker.api.create_container(image, "true", network_disabled=True,
                                             labels={LABEL: "1", OWNER_LABEL: owner()})
     try:

@@ -36,7 +36,7 @@ from agentgym import OraclePolicy, RandomPolicy, Task, TaskSet
 from agentgym.envs.swe.instances import load_instances
 from agentgym.sandboxes.base import Sandbox
 from agentgym.sandboxes.docker_engine import client, ensure_engine
-from agentgym.sandboxes.images import build_images
+from agentgym.sandboxes.images import build_images, image_names
 from agentgym.sandboxes.pool import SandboxPool
 
 START_GOAL_S, GRADING_GOAL_S, OVERHEAD_GOAL = 1.5, 10.0, 1.2
@@ -202,7 +202,7 @@ def main() -> None:
     engine = ensure_engine()
     try:
         built = time.perf_counter()
-        images = build_images(_swe_images())
+        images = build_images([name for name in image_names() if name.startswith("swe")])
         build_seconds = time.perf_counter() - built
         instances = load_instances()
         if args.quick:
@@ -236,11 +236,6 @@ def main() -> None:
     finally:
         engine.stop()
 
-
-def _swe_images() -> list[str]:
-    from agentgym.sandboxes.images import image_names
-
-    return [name for name in image_names() if name.startswith("swe")]
 
 
 if __name__ == "__main__":
