@@ -71,9 +71,14 @@ def mount(state: Path, size_mb: int) -> None:
 
 
 def unmount(state: Path) -> None:
-    """Unmount ``state/disk`` if it is mounted (the loop device goes with it once nothing else holds it)."""
+    """Unmount ``state/disk`` if it is mounted (the loop device goes with it once nothing else holds it); one
+    unmounted meanwhile by a concurrent removal of the same sandbox counts as done."""
     if os.path.ismount(state / "disk"):
-        _run_host(["umount", str(state / "disk")])
+        try:
+            _run_host(["umount", str(state / "disk")])
+        except OSError:
+            if os.path.ismount(state / "disk"):
+                raise
 
 
 def _run_host(argv: list[str]) -> None:

@@ -232,6 +232,22 @@ def test_close_unmounts_the_disk(sandbox_of):
     assert not mounts_of(sandbox.id)
 
 
+def test_a_removal_racing_another_removal_of_the_same_sandbox_succeeds(sandbox_of, monkeypatch):
+    """The sandbox's owner closing it while an outside cleanup removes it: whichever unmounts second finds the disk
+    gone between its check and its ``umount``, and that is done, not a failure."""
+    sandbox = sandbox_of(disk_mb=16)
+    host_tool = disk._run_host
+
+    def the_other_removal_unmounts_first(argv: list[str]) -> None:
+        if argv[0] == "umount":
+            host_tool(argv)
+        host_tool(argv)
+
+    monkeypatch.setattr(disk, "_run_host", the_other_removal_unmounts_first)
+    run(sandbox.close())
+    assert not mounts_of(sandbox.id) and sandbox.id not in local_sandbox.live()
+
+
 def test_where_no_disk_can_be_mounted_a_set_disk_mb_is_refused_and_the_default_warns(sandbox_of, monkeypatch):
     monkeypatch.setattr(disk, "refusal", lambda: "mount: permission denied")
     monkeypatch.setattr(disk, "_warned", set())
