@@ -111,6 +111,12 @@ class TrainerSection(Config):
     async_ratio: int = Field(2, ge=0)
     """The most versions a trajectory may lag the weights it trains (max staleness); 0 is the synchronous
     on-policy baseline: rollout waits for each update and the trainer for each full batch."""
+    forced_lag: int | None = Field(None, ge=0)
+    """Staleness as a controlled variable (null: off): every trajectory is trained exactly this many versions after
+    the one that sampled it, whatever the machine's speed. The rollout runs synchronously on weights that trail
+    the trainer's by ``forced_lag`` versions (the first steps all sample version 0), and held-out evaluation runs
+    on a second engine holding the current weights. Needs ``async_ratio`` 0; keeps ``forced_lag + 1`` copies of
+    the weights on the CPU."""
     concurrency: int = Field(64, ge=1)
     """Episodes in flight."""
     group_order: Literal["finish", "handout"] = "finish"
@@ -155,6 +161,11 @@ class TrainerSection(Config):
         if strategy == "single" and world_size > 1:
             raise ValueError(f"single trains in one process; world_size {world_size} needs ddp or fsdp")
         return strategy
+
+    @property
+    def max_lag(self) -> int:
+        """The most versions a trained token may lag the weights: ``async_ratio`` plus any forced lag."""
+        return self.async_ratio + (self.forced_lag or 0)
 
     @property
     def parallel(self) -> Literal["single", "ddp", "fsdp"]:
@@ -281,6 +292,11 @@ class TrainConfig(Config):
             raise ValueError("sampling.temperature: LATR on the vllm engine records its tree tokens' untempered "
                              "logprobs, the behaviour policy's only at temperature 1 and top_p 1, so the off-policy "
                              "correction would be wrong; sample at 1 and 1, or use engine.name=torch")
+        if self.trainer.forced_lag is not None and (self.trainer.async_ratio or self.mux.address is not None
+                                                    or self.trainer.colocate):
+            raise ValueError("trainer.forced_lag: a forced lag runs the rollout synchronously on trailing weights "
+                             "beside an evaluation engine; set trainer.async_ratio=0, without mux.address or "
+                             "trainer.colocate")
         if self.mux.address is not None and self.trainer.colocate:
             raise ValueError("trainer.colocate: a multiplexed job trains on its group's training pool, apart "
                              "from the rollout pool")

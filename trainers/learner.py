@@ -69,7 +69,7 @@ class Learner:
         """The last step's first-pass logprobs of this rank's trained rows' agent tokens, by collated place."""
         exact = config.algorithm.old_logprobs == "exact"
         # before wrapping: the snapshots' spare model is a whole copy, whose passes are this rank's alone
-        self.snapshots = VersionSnapshots(model, keep=config.trainer.async_ratio if exact else 0)
+        self.snapshots = VersionSnapshots(model, keep=config.trainer.max_lag if exact else 0)
         self.policy = wrap(model, config.trainer.parallel)
         optim = config.optim
         self.optimizer = torch.optim.AdamW(

@@ -74,6 +74,7 @@ from agentgym.trainers.checkpoint import (
 )
 from agentgym.trainers.config import TrainConfig
 from agentgym.trainers.curriculum import SuccessWindow
+from agentgym.trainers.forced_lag import LaggedEngine
 from agentgym.trainers.learner import MODEL_DIR, Learner, load_model, resolve_device
 from agentgym.trainers.metrics import by_environment, eval_by_environment
 from agentgym.trainers.mixture import SuiteMixture
@@ -191,6 +192,8 @@ class _Run:
         """Carried-over episodes the checkpoint resumed from had buffered, discarded; logged with the first step."""
         self.carry_buffer = 0
         self.backend: Backend = LocalBackend()
+        self.eval_engine: SleepingEngine | None = None
+        """The second engine that evaluates under a forced lag (``trainer.forced_lag``)."""
         state = load_trainer_state(checkpoint) if checkpoint else None
         self.learner = self._learner()
         if state is not None:
@@ -252,6 +255,8 @@ class _Run:
                     self._train(background, engine, log)
                 finally:
                     background.run(engine.close())
+                    if self.eval_engine is not None:
+                        background.run(self.eval_engine.close())
         except TrainerRankError as error:
             raise TrainerRankError(f"{error}. Continue the run from its last checkpoint: "
                                    f"agentgym train --resume {self.run_dir}") from error
@@ -275,7 +280,27 @@ class _Run:
             self.learner.close()
 
     def _engine(self, background: BackgroundLoop) -> SleepingEngine:
-        """The engine the rollout samples from and the trainer publishes its weights to."""
+        """The engine the rollout samples from and the trainer publishes its weights to (under a forced lag, it
+        serves them that many versions late)."""
+        engine = self._new_engine()
+        if self.step:
+            background.run(engine.update_weights(self.learner.weights(), version=self.step))
+        lag = self.config.trainer.forced_lag
+        return engine if lag is None else LaggedEngine(engine, lag)
+
+    def _evaluation_engine(self, background: BackgroundLoop, engine: InferenceEngine) -> InferenceEngine:
+        """The engine that scores the current weights: the rollout's, or under a forced lag a second one, brought
+        up to the trainer's version."""
+        if self.config.trainer.forced_lag is None:
+            return engine
+        if self.eval_engine is None:
+            self.eval_engine = self._new_engine()
+        if self.eval_engine.version != self.step:
+            background.run(self.eval_engine.update_weights(self.learner.weights(), version=self.step))
+        return self.eval_engine
+
+    def _new_engine(self) -> SleepingEngine:
+        """An engine of ``config.engine`` on the model the run started from."""
         config = self.config.engine
         kwargs = dict(config.kwargs)
         if config.name == "torch":
@@ -292,11 +317,12 @@ class _Run:
         engine = self.backend.engine(config.name, self.source, **kwargs)
         if not isinstance(engine, SleepingEngine):
             raise AgentGymError(f"the {config.name} engine cannot be trained: it has no sleep and wake_up")
-        if self.step:
-            background.run(engine.update_weights(self.learner.weights(), version=self.step))
         return engine
 
     def _policy(self, engine: InferenceEngine, temperature: float | None = None) -> LMPolicy:
+        """A policy sampling from ``engine`` (under a forced lag, from the engine behind it)."""
+        if isinstance(engine, LaggedEngine):
+            engine = engine.engine
         return LMPolicy(engine, self._sampling(temperature), max_context=self.config.engine.max_context, name="learner")
 
     def _sampling(self, temperature: float | None = None) -> SamplingParams:
@@ -397,7 +423,7 @@ class _Run:
             elif algorithm.dynamic_sampling and not has_signal(members):
                 draw.dropped.append(members)
                 background.call(scheduler.release, len(members))
-            elif _lag(members, self.learner.version) > self.config.trainer.async_ratio:
+            elif _lag(members, self.learner.version) > self.config.trainer.max_lag:
                 draw.stale.append(members)
                 background.call(scheduler.release, len(members))
             else:
@@ -510,7 +536,7 @@ class _Run:
             return
         folder = self.run_dir / "eval" / f"step-{self.step:06d}"
         shutil.rmtree(folder, ignore_errors=True)  # left by a timeline a resume discarded
-        policy = self._policy(engine, self.config.eval.temperature)
+        policy = self._policy(self._evaluation_engine(background, engine), self.config.eval.temperature)
         spec = self.eval_spec.model_copy(update={"agent": f"learner-step-{self.step}"})
         started = scheduler.metrics.started if scheduler else 0
         with self._turn("rollout"):

@@ -27,6 +27,7 @@ def write_report(run_dir: Path, config: TrainConfig, result: TrainResult, record
         "model": config.model.path,
         "steps": result.steps,
         "async_ratio": config.trainer.async_ratio,
+        "forced_lag": config.trainer.forced_lag,
         "success_before": result.success_before,
         "success_after": result.success_after,
         "success_by_env": by_env,
@@ -44,7 +45,7 @@ def write_report(run_dir: Path, config: TrainConfig, result: TrainResult, record
         f"# Training report: {', '.join(envs)}",
         "",
         (f"- model: `{config.model.path}`, {result.steps} steps of {config.batch_size} trajectories "
-        f"(async_ratio {config.trainer.async_ratio}), {result.wall_seconds:.0f} s"),
+        f"(async_ratio {config.trainer.async_ratio}{_forced(config)}), {result.wall_seconds:.0f} s"),
         (f"- held-out success: {_percent(result.success_before)} before, {_percent(result.success_after)} after "
         f"(up to {config.eval.episodes} test-split tasks per environment each time)"),
         "- learning curves: `curves.png`; metrics: `metrics.jsonl`, `metrics.csv`, TensorBoard events",
@@ -129,3 +130,8 @@ def _at(evals: list[dict[str, Any]], key: str, step: int) -> float | None:
 
 def _percent(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1%}"
+
+
+def _forced(config: TrainConfig) -> str:
+    lag = config.trainer.forced_lag
+    return "" if lag is None else f", every trajectory trained {lag} versions after it was sampled"

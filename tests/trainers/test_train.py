@@ -170,6 +170,27 @@ def test_the_synchronous_baseline_trains_on_fresh_tokens_only(tiny_model_dir, tm
     assert result.success_before is None and not (config.run_dir / "eval").exists()
 
 
+def test_a_forced_lag_trains_every_token_exactly_that_many_versions_late(tiny_model_dir, tmp_path):
+    """``trainer.forced_lag`` 2: the step that trains at version ``t`` takes tokens all sampled by version ``max(0,
+    t - 2)``, whatever the machine's speed, while held-out evaluation scores the current weights."""
+    lag, steps = 2, 5
+    config, result = _train(_config(tmp_path / "run", tiny_model_dir,
+                                     trainer={"async_ratio": 0, "forced_lag": lag, "steps": steps},
+                                     eval={"episodes": 8, "every": 2}))
+    records = [RolloutRecord.model_validate_json(line) for line in (config.run_dir / ROLLOUTS).read_text().splitlines()]
+    trained = [r for r in records if r.outcome in ("trained", "uniform")]
+    assert {r.step for r in trained} == set(range(1, steps + 1))
+    for r in trained:
+        assert r.version_min == r.version_max == max(0, r.step - 1 - lag), (r.step, r.version_min, r.version_max)
+    assert [r["train/staleness_mean"] for r in _train_records(config.run_dir)] == [0, 1, 2, 2, 2]
+    for step in (0, 2, 4, 5):
+        episodes = (config.run_dir / "eval" / f"step-{step:06d}" / "episodes.jsonl").read_text().splitlines()
+        versions = {v for line in episodes for v in json.loads(line)["trajectory"]["versions"] if v >= 0}
+        assert versions == {step}, (step, versions)
+    assert result.steps == steps
+    assert "trained 2 versions after it was sampled" in (config.run_dir / "report.md").read_text()
+
+
 def _latest_step(run_dir: Path) -> int:
     pointer = run_dir / "checkpoints" / "latest"
     return int(pointer.read_text().strip().removeprefix("step-")) if pointer.is_file() else 0
@@ -297,7 +318,8 @@ def _agentgym(monkeypatch, capsys, *args: str) -> tuple[int, str]:
      ("trainer.strategy=zero3", "trainer.strategy"), ("trainer.world_size=0", "trainer.world_size"),
      ("trainer.world_size=2 trainer.strategy=single", "trainer.strategy"),
      ("rollout.sampling=tree", "rollout.sampling"), ("rollout.latr.tau_abs=2", "rollout.latr.tau_abs"),
-     ("rollout.latr.width_schedule={10:0.5}", "rollout.latr.width_schedule")],
+     ("rollout.latr.width_schedule={10:0.5}", "rollout.latr.width_schedule"),
+     ("trainer.forced_lag=2", "trainer.forced_lag")],
 )
 def test_a_bad_override_exits_2_naming_the_key(tiny_model_dir, tmp_path, monkeypatch, capsys, override, key):
     config_file = tmp_path / "train.yaml"
