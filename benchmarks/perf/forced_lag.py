@@ -56,9 +56,9 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--eval-episodes", type=int, default=200)
     parser.add_argument("--set", nargs="*", default=[], help="further overrides of every arm (a.b=value)")
-    parser.add_argument("--merge", type=Path, help="a result file whose runs join this run's (a run of the same arm, "
-                                                   "lag and seed made here replaces its); also the .partial.json "
-                                                   "written beside --out after each run, to continue a stopped sweep")
+    parser.add_argument("--merge", type=Path, help="a result file whose runs join this run's and are not run again "
+                                                   "(also the .partial.json written beside --out after each run, to "
+                                                   "continue a stopped sweep)")
     parser.add_argument("--quick", action="store_true", help="4 steps, 32 evaluation episodes, lags 0 and 2, seed 0")
     parser.add_argument("--out", type=Path, default=RESULTS / "forced_lag.json")
     args = parser.parse_args()
@@ -76,6 +76,8 @@ def main() -> None:
             for lag in args.lags:
                 for arm in args.arms or CORRECTIONS:
                     name = f"{arm}_lag_{lag}_seed_{seed}"
+                    if name in runs:
+                        continue
                     config = load_config(TrainConfig, CONFIGS / "quickstart.yaml",
                                          [*common, f"trainer.forced_lag={lag}", f"trainer.seed={seed}",
                                           f"output_dir={work / name}", *CORRECTIONS[arm]])

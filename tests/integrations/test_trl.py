@@ -295,3 +295,28 @@ def test_grpo_trains_on_whole_episodes_with_env_rollout(model_dir, tmp_path):
     means = _logged(trainer, "rewards/episode_reward/mean")
     assert means == [pytest.approx(sum(paid[:8]) / 4, rel=1e-5), pytest.approx(sum(paid[8:]) / 4, rel=1e-5)]
     assert _weights_changed(trainer, model_dir)
+
+
+def test_env_rollout_with_trls_own_generation_plays_whole_episodes_turn_by_turn(model_dir, tmp_path):
+    """``generation="trl"``: every turn of the live episodes is one batch of TRL's own generation path, so a batch
+    of two-turn episodes takes two generations, and GRPO trains on the whole episodes."""
+    dataset = env_dataset("test/Say-v0", 4)
+    SayEnv.paid.clear()
+    rollout = EnvRollout(dataset, generation="trl")
+    trainer = _trainer(model_dir, dataset, episode_reward, tmp_path, rollout_func=rollout)
+    calls = []
+    generate_turn = trainer._generate_single_turn
+
+    def counted(prompt_ids, *args):
+        calls.append(len(prompt_ids))
+        return generate_turn(prompt_ids, *args)
+
+    trainer._generate_single_turn = counted
+    trainer.train()
+
+    assert calls == [4, 4, 4, 4]  # 2 steps x 2 turns, each turn of the step's 4 episodes in one batch
+    assert len(SayEnv.paid) == 16
+    means = _logged(trainer, "rewards/episode_reward/mean")
+    assert means == [pytest.approx(sum(SayEnv.paid[:8]) / 4, rel=1e-5), pytest.approx(sum(SayEnv.paid[8:]) / 4, rel=1e-5)]
+    assert 0 < rollout.generation_seconds < rollout.seconds
+    assert _weights_changed(trainer, model_dir)
