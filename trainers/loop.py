@@ -347,6 +347,7 @@ class _Run:
             latr=config.rollout.latr,
             carry_over=config.rollout.carry_over,
             carry_over_limit=config.rollout.carry_over_limit,
+            carry_over_resume=config.rollout.carry_over_resume,
         )
         scheduler = RolloutScheduler({s.id: s.kwargs for s in config.sources}, self._policy(engine), rollout_config,
                                      engine=engine, backend=self.backend)

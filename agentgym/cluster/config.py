@@ -62,6 +62,9 @@ class BackendConfig(Config):
     once the weights changed, in an extra group of their task (APRIL's partial rollout; ``local`` backend only)."""
     carry_over_limit: int = Field(64, ge=1)
     """Spares paused at once with ``carry_over``; one beyond it is cancelled."""
+    carry_over_resume: Literal["next_version", "at_once"] = "next_version"
+    """``next_version``: a carried spare pauses until new weights are published; ``at_once``: it goes straight on in
+    its carry group under the weights the engine serves, never holding a slot idle."""
 
     @model_validator(mode="after")
     def _carry_over_is_local(self) -> BackendConfig:

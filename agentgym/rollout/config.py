@@ -62,6 +62,9 @@ class RolloutConfig(BaseModel):
     once the policy version advanced, in a carry group of their task (``g{index}c{n}``) filled up with fresh ones."""
     carry_over_limit: int = Field(64, ge=1)
     """Spares paused at once with ``carry_over``; one beyond it is cancelled as without."""
+    carry_over_resume: Literal["next_version", "at_once"] = "next_version"
+    """When a carried spare goes on: paused until the policy version advanced (APRIL's partial rollout), or
+    ``at_once``, never pausing, under whatever weights the engine serves (its earlier tokens keep their versions)."""
 
     @model_validator(mode="after")
     def _admission_needs_staleness(self) -> RolloutConfig:

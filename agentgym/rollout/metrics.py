@@ -41,6 +41,10 @@ class RolloutMetrics(BaseModel):
     """Summed over episodes: time in environment steps."""
     engine_busy: float | None = None
     """The engine's busy fraction over the rollout (its complement is the bubble); ``None`` without an engine."""
+    engine_tokens: int | None = None
+    """Tokens the engine generated since the rollout began, for every episode (cancelled, dropped and in flight
+    ones too) and whatever else it served meanwhile; its excess over ``generated_tokens`` was thrown away or is
+    still in flight. ``None`` without an engine."""
     staleness: dict[int, int] = Field(default_factory=dict)
     """Histogram of version lag (current version minus the oldest token's) of finished trajectories."""
     error_causes: dict[str, int] = Field(default_factory=dict)
@@ -149,6 +153,8 @@ class RolloutMetrics(BaseModel):
         out["rollout/tokens_per_second"] = self.tokens_per_second
         if self.engine_busy is not None:
             out["rollout/engine_busy"] = self.engine_busy
+        if self.engine_tokens is not None:
+            out["rollout/engine_tokens"] = self.engine_tokens
         total = self.policy_seconds + self.env_seconds
         out["rollout/env_time_fraction"] = self.env_seconds / total if total else 0.0
         out.update({f"rollout/staleness/{lag}": n for lag, n in sorted(self.staleness.items())})

@@ -14,7 +14,8 @@ carried over: they leave the group (which closes now), pause at their next turn 
 environment, slot and staleness budget) and, once the policy version has advanced, are adopted before the next
 task is handed out by a carry group of their task (``g{index}c{n}``), filled up with fresh episodes. They resume
 regardless of the version when every episode in flight is paused and nothing more can start (at the end of the
-tasks, or with the budget spent), so a rollout never stalls on them.
+tasks, or with the budget spent), so a rollout never stalls on them. With ``carry_over_resume: at_once`` they are
+adopted as their group completes and never pause.
 """
 
 from __future__ import annotations
@@ -146,6 +147,8 @@ class RolloutScheduler:
         self._started = time.perf_counter()
         self._busy_before: float | None = None
         """The engine's busy seconds when :meth:`run` began."""
+        self._tokens_before: int | None = None
+        """The engine's generated tokens when :meth:`run` began."""
         self._changed = asyncio.Event()
         self._stopping = False
 
@@ -183,6 +186,7 @@ class RolloutScheduler:
         self._started = time.perf_counter()
         self._first_version = self.version
         self._busy_before = self._engine_busy()
+        self._tokens_before = self._engine_tokens()
         with ExitStack() as stack:
             if self.config.relax_gc:
                 stack.enter_context(relaxed_gc())
@@ -376,6 +380,8 @@ class RolloutScheduler:
             for slot in list(group.slots):
                 if slot.task is not current:
                     self._spare(slot)
+            if self.config.carry_over_resume == "at_once":
+                self._adopt_due()
         return "kept"
 
     # -- carry-over -----------------------------------------------------------------------------
@@ -391,7 +397,8 @@ class RolloutScheduler:
         slot.carried_at = self.version
         self._carry.append(slot)
         self.metrics.carried += 1
-        self.metrics.buffered(len(self._carry))
+        if self.config.carry_over_resume != "at_once":  # adopted before it can pause: never buffered
+            self.metrics.buffered(len(self._carry))
 
     def _adopt_due(self) -> None:
         """Give the carried-over episodes that may resume (the version has advanced since, or everything in flight
@@ -400,9 +407,10 @@ class RolloutScheduler:
         if not self._carry or self._stopping:
             return
         stalled = self._running == len(self._carry) and (self._exhausted or not self._has_room())
+        at_once = self.config.carry_over_resume == "at_once"
         origins: dict[str, list[_Slot]] = {}
         for slot in self._carry:
-            if stalled or (slot.carried_at is not None and self.version > slot.carried_at):
+            if stalled or at_once or (slot.carried_at is not None and self.version > slot.carried_at):
                 origins.setdefault(slot.group.result.id, []).append(slot)
         for slots in origins.values():
             origin = slots[0].group
@@ -461,7 +469,14 @@ class RolloutScheduler:
         busy = self._engine_busy()
         if self._busy_before is not None and busy is not None and self.metrics.wall_seconds > 0:
             self.metrics.engine_busy = (busy - self._busy_before) / self.metrics.wall_seconds
+        tokens = self._engine_tokens()
+        if self._tokens_before is not None and tokens is not None:
+            self.metrics.engine_tokens = tokens - self._tokens_before
 
     def _engine_busy(self) -> float | None:
         stats = getattr(self.engine, "stats", None)
         return stats().busy_seconds if callable(stats) else None
+
+    def _engine_tokens(self) -> int | None:
+        stats = getattr(self.engine, "stats", None)
+        return stats().generated_tokens if callable(stats) else None

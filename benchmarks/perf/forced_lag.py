@@ -72,12 +72,13 @@ def main() -> None:
         common = [f"model.path={model}", *PROXIMAL, f"trainer.steps={args.steps}",
                   f"eval.episodes={args.eval_episodes}", f"eval.every={args.eval_every}", "checkpoint.every=0",
                   *args.set]
+        arms = args.arms or list(CORRECTIONS)
         for seed in args.seeds:
             for lag in args.lags:
-                for arm in args.arms or CORRECTIONS:
+                for arm in arms:
                     name = f"{arm}_lag_{lag}_seed_{seed}"
-                    if name in runs:
-                        continue
+                    if name in runs or (arm == "none" and lag == 0 and "tis" in arms):
+                        continue  # at K = 0 every TIS weight is 1 to the engine's numerics: none is tis there
                     config = load_config(TrainConfig, CONFIGS / "quickstart.yaml",
                                          [*common, f"trainer.forced_lag={lag}", f"trainer.seed={seed}",
                                           f"output_dir={work / name}", *CORRECTIONS[arm]])
@@ -140,7 +141,7 @@ def _report(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
             "collapsed": sum(r["collapsed"] for r in group),
         })
     for cell in cells.values():
-        base = cells.get(f"{cell['arm']}_lag_0")
+        base = cells.get("tis_lag_0" if cell["arm"] == "none" else f"{cell['arm']}_lag_0")
         cell["gap_to_lag_0_points"] = round(100 * (base["success_after"] - cell["success_after"]), 1) if base else None
     stale = [cells.get(f"vcpo_lag_{lag}") for lag in (8, 32)]
     met = all(c is not None and c["gap_to_lag_0_points"] is not None

@@ -1,5 +1,5 @@
 """Carry-over (APRIL): a complete group's spares pause at a turn boundary and resume in a carry group once the
-policy version advanced."""
+policy version advanced, or go straight on in it (``carry_over_resume: at_once``)."""
 
 from __future__ import annotations
 
@@ -88,6 +88,23 @@ def test_spares_are_carried_into_carry_groups_and_counted_once(registered_counte
     logged = m.log_dict()
     assert logged["rollout/carried"] == m.carried and logged["rollout/carry_groups"] == m.carry_groups
     assert logged["rollout/dropped_stale"] == m.dropped and logged["rollout/carry_paused_seconds"] > 0
+
+
+def test_at_once_spares_go_straight_on_in_carry_groups_without_a_new_version(registered_counter):
+    """``carry_over_resume: at_once``: the version never moves, yet every carried spare goes on at once in a carry
+    group of its task, never pausing, and is counted once."""
+    groups: list[GroupResult] = []
+    config = RolloutConfig(concurrency=8, group_size=2, redundancy=2, carry_over=True, carry_over_resume="at_once",
+                           seed=3)
+    scheduler = _scheduler(VersionClock(), config, groups.append, slow=0.02)
+    seen = asyncio.run(asyncio.wait_for(delivered(scheduler, TaskSet.generate(ENV, 12)), timeout=60))
+    m = scheduler.metrics
+    assert m.accounted and m.errored == 0 and m.carry_buffer == m.carry_buffer_peak == 0
+    assert m.carried > 0 and m.carry_groups > 0 and m.carried_kept > 0 and m.carry_paused_seconds == 0
+    assert not _carried(seen) and all(set(t.versions) <= {0} for t in seen)
+    assert len({tuple(t.info["seed"]) for t in seen}) == len(seen) == m.finished
+    carry_groups = [g for g in groups if g.carry]
+    assert carry_groups and all(g.index in {h.index for h in groups if not h.carry} for g in carry_groups)
 
 
 def test_without_carry_over_nothing_is_carried_or_logged(registered_counter):

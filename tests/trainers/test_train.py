@@ -374,6 +374,7 @@ def test_a_run_with_vcpo_and_carry_over_shows_its_off_policy_state(tiny_model_di
     assert all(r["train/effective_lr"] == pytest.approx(3e-3 * math.sqrt(r["train/ess_ratio"])) for r in records)
     assert all("train/baseline_shift" in r for r in records if "train/skipped" not in r)
     assert records[-1]["rollout/carried"] > 0 and "rollout/carry_buffer" in records[-1]
+    assert records[-1]["rollout/engine_tokens"] >= records[-1]["rollout/generated_tokens"] > 0  # and in flight
     shown = console.file.getvalue()
     assert "ESS " in shown and "ESS COLLAPSED" in shown  # a threshold of 1.0 flags every off-policy step
     report = (config.run_dir / "report.md").read_text()
