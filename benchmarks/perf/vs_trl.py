@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import json
 import math
 import os
@@ -58,6 +59,12 @@ from agentgym.trainers import TrainConfig, train
 ARMS = ("trl", "agentgym_sync", "agentgym_async")
 GOAL = {"throughput_ratio": 2.0, "time_to_trl_final_ratio": 0.5}
 ASYNC_RATIO = {"agentgym_sync": 0, "agentgym_async": 2}
+TRL_GENERATION: dict[str, dict[str, Any]] = {
+    "transformers": {},
+    "continuous": {"use_transformers_continuous_batching": True},  # with the model on transformers' sdpa
+    "vllm": {"use_vllm": True, "vllm_mode": "colocate"},
+}
+"""GRPOConfig's generation settings of each path the TRL arm may take."""
 
 
 def main() -> None:
@@ -69,6 +76,9 @@ def main() -> None:
     parser.add_argument("--model", type=Path, help="an SFT-warm-started model folder (default: build and SFT one)")
     parser.add_argument("--trl-threads", type=int, default=os.cpu_count() or 1,
                         help="torch threads of the TRL arm, which generates and learns in turn (default: every core)")
+    parser.add_argument("--trl-generation", choices=TRL_GENERATION, default="transformers",
+                        help="the TRL arm's generation path: transformers generate, transformers' continuous "
+                             "batching, or vLLM colocated in its process")
     parser.add_argument("--quick", action="store_true", help="3 steps, 32 evaluation episodes, evaluated at the end")
     parser.add_argument("--out", type=Path, default=RESULTS / "vs_trl.json")
     parser.add_argument("--arm", choices=ARMS, help=argparse.SUPPRESS)  # one arm, in this process (the parent's child)
@@ -78,7 +88,8 @@ def main() -> None:
         args.steps, args.eval_every, args.eval_episodes = 3, 3, 32
     if args.arm:
         torch.set_num_threads(args.trl_threads)  # the agentgym arms set their own (engine.threads)
-        part = run_arm(args.arm, args.model, args.steps, args.eval_every, args.eval_episodes, args.part.parent)
+        part = run_arm(args.arm, args.model, args.steps, args.eval_every, args.eval_episodes, args.part.parent,
+                       generation=args.trl_generation)
         args.part.write_text(json.dumps(part) + "\n")
         return
     load_before = load_average()
@@ -90,7 +101,8 @@ def main() -> None:
             part = work / f"{arm}.json"
             subprocess.run([sys.executable, __file__, "--arm", arm, "--model", str(model), "--part", str(part),
                             "--steps", str(args.steps), "--eval-every", str(args.eval_every),
-                            "--eval-episodes", str(args.eval_episodes), "--trl-threads", str(args.trl_threads)],
+                            "--eval-episodes", str(args.eval_episodes), "--trl-threads", str(args.trl_threads),
+                            "--trl-generation", args.trl_generation],
                            check=True,
                            env={**os.environ, "TRL_EXPERIMENTAL_SILENCE": "1"})
             arms[arm] = json.loads(part.read_text())
@@ -98,17 +110,19 @@ def main() -> None:
     report = _report(arms, args.eval_episodes)
     report["params"] = {"steps": args.steps, "eval_every": args.eval_every, "eval_episodes": args.eval_episodes,
                         "groups_per_step": 16, "group_size": 8, "lr": 2e-4, "env": "games/FrozenLake-v0 easy",
-                        "trl_threads": args.trl_threads}
+                        "trl_threads": args.trl_threads,
+                        "trl_generation": args.trl_generation}
     report["machine"] = machine("torch", "trl", "transformers", load_before=load_before, load_after=load_average())
     write_result(report, args.out)
 
 
-def run_arm(arm: str, model: Path, steps: int, eval_every: int, episodes: int, work: Path) -> dict[str, Any]:
+def run_arm(arm: str, model: Path, steps: int, eval_every: int, episodes: int, work: Path, *,
+            generation: str = "transformers") -> dict[str, Any]:
     """Train one arm from ``model`` in this process; its measurements, with this process's peak memory."""
     config = load_config(TrainConfig, CONFIGS / "quickstart.yaml", [
         f"model.path={model}", f"trainer.steps={steps}", f"eval.every={eval_every}", f"eval.episodes={episodes}",
         "checkpoint.every=0", f"output_dir={work / arm}", f"trainer.async_ratio={ASYNC_RATIO.get(arm, 0)}"])
-    result = _trl_arm(config) if arm == "trl" else _agentgym_arm(config)
+    result = _trl_arm(config, TRL_GENERATION[generation]) if arm == "trl" else _agentgym_arm(config)
     result["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return result
 
@@ -157,12 +171,13 @@ def _curve(records: list[dict[str, Any]]) -> list[list[float]]:
     return [[r["step"], r["eval/success_rate"]] for r in records if r.get("eval/success_rate") is not None]
 
 
-def _trl_arm(config: TrainConfig) -> dict[str, Any]:
+def _trl_arm(config: TrainConfig, generation: dict[str, Any]) -> dict[str, Any]:
     """TRL's GRPOTrainer on the same work; evaluated by agentgym's evaluator from a callback (time left out)."""
     torch.manual_seed(config.trainer.seed)
     source = config.sources[0]
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
-    model = AutoModelForCausalLM.from_pretrained(config.model.path)
+    attention = {"attn_implementation": "sdpa"} if generation.get("use_transformers_continuous_batching") else {}
+    model = AutoModelForCausalLM.from_pretrained(config.model.path, **attention)
     dataset = env_dataset(source.id, config.trainer.steps * config.trainer.groups_per_step,
                           difficulties=source.difficulties, tokenizer=tokenizer, env_kwargs=source.kwargs)
     rollout = EnvRollout(dataset, env_kwargs=source.kwargs, max_context=config.engine.max_context, generation="trl")
@@ -177,11 +192,17 @@ def _trl_arm(config: TrainConfig) -> dict[str, Any]:
         loss_type="grpo", scale_rewards="group", num_iterations=1, temperature=config.sampling.temperature,
         top_p=1.0, max_completion_length=config.sampling.max_tokens, logging_steps=1, save_strategy="no",
         report_to="none", bf16=False, dataloader_num_workers=0, disable_tqdm=True,
+        vllm_max_model_length=config.engine.max_context, **generation,
     )
     trainer = GRPOTrainer(model=model, args=args, processing_class=tokenizer, reward_funcs=episode_reward,
                           train_dataset=dataset, rollout_func=rollout, callbacks=[clock])
     clock.evaluate(trainer.model, 0)
     trainer.train()
+    errors = [r["episode_reward/error_fraction"] for r in trainer.state.log_history
+              if "episode_reward/error_fraction" in r]
+    if not errors or max(errors) > 0:
+        raise RuntimeError(f"TRL's episodes failed on infrastructure (error fraction by step: {errors}); the warnings "
+                           "above say why")
     split = {"generation": round(rollout.generation_seconds, 1),
              "env_and_episode_plumbing": round(rollout.seconds - rollout.generation_seconds, 1),
              "learning": round(sum(clock.seconds) - rollout.seconds, 1)}
@@ -209,7 +230,8 @@ class StepClock(TrainerCallback):
             self.evaluate(model, step)
 
     def evaluate(self, model: Any, step: int) -> None:
-        self.curve.append([step, _evaluate(model, self.config, step)])
+        """Score a copy of ``model``: the torch engine would switch the live one to its own CPU attention."""
+        self.curve.append([step, _evaluate(copy.deepcopy(model), self.config, step)])
 
 
 def _evaluate(model: Any, config: TrainConfig, step: int) -> float:
@@ -221,7 +243,6 @@ def _evaluate(model: Any, config: TrainConfig, step: int) -> float:
                               top_p=config.sampling.top_p, max_tokens=config.sampling.max_tokens)
     spec = RunSpec(agent=f"trl-step-{step}", engine="torch", model=config.model.path, sampling=sampling,
                    tasks_sha256=tasks_digest(tasks), seed=config.trainer.seed, env_args={source.id: source.kwargs})
-    training = model.training
     model.eval()
 
     async def play() -> float:
@@ -235,10 +256,7 @@ def _evaluate(model: Any, config: TrainConfig, step: int) -> float:
         finally:
             await engine.close()
 
-    try:
-        return asyncio.run(play())
-    finally:
-        model.train(training)
+    return asyncio.run(play())
 
 
 def _report(arms: dict[str, dict[str, Any]], episodes: int) -> dict[str, Any]:
