@@ -112,6 +112,8 @@ class TorchEngine:
         self._sleeps: deque[tuple[bool, asyncio.Future[None], asyncio.AbstractEventLoop]] = deque()
         self._asleep = False
         self._closing = False
+        self._failure: RuntimeError | None = None
+        """Why the worker stopped, where a step raised (every later call raises it)."""
         self._stats = EngineStats()
         self._since = time.perf_counter()
         # Worker-owned state: requests waiting for a prefill, the rows in the batch, their cache.
@@ -221,7 +223,7 @@ class TorchEngine:
         )
         with self._cond:
             if self._closing:
-                raise RuntimeError("the torch engine is closed; build a new TorchEngine")
+                raise self._closed()
             self._incoming.append(seq)
             self._stats.requests += 1
             self._stats.prompt_tokens += len(prompt)
@@ -238,7 +240,7 @@ class TorchEngine:
         update = WeightUpdate(state=state, version=version, future=loop.create_future(), loop=loop)
         with self._cond:
             if self._closing:
-                raise RuntimeError("the torch engine is closed; build a new TorchEngine")
+                raise self._closed()
             self._updates.append(update)
             self._cond.notify()
         return await update.future
@@ -257,7 +259,7 @@ class TorchEngine:
         future: asyncio.Future[None] = loop.create_future()
         with self._cond:
             if self._closing:
-                raise RuntimeError("the torch engine is closed; build a new TorchEngine")
+                raise self._closed()
             self._sleeps.append((asleep, future, loop))
             self._cond.notify()
         await future
@@ -273,6 +275,10 @@ class TorchEngine:
             self._stats = EngineStats()
             self._since = time.perf_counter()
 
+    def _closed(self) -> RuntimeError:
+        """The error of a call after the engine stopped: its worker's failure, or the close."""
+        return self._failure or RuntimeError("the torch engine is closed; build a new TorchEngine")
+
     async def close(self) -> None:
         """Abort requests in flight (``finish_reason="abort"``) and stop the worker; safe to call twice."""
         with self._cond:
@@ -283,49 +289,70 @@ class TorchEngine:
     # ---- worker thread -------------------------------------------------------------------------
 
     def _run(self) -> None:
+        """The worker: serve until :meth:`close`, then abort what is left; a step that raises fails every request in
+        flight, and every later call, with the error instead of leaving them waiting."""
+        failure: RuntimeError | None = None
         with torch.inference_mode():
-            while True:
-                with self._cond:
-                    while not (
-                        self._incoming or self._updates or self._sleeps or self._closing
-                        or ((self._waiting or self._active) and not self._asleep)
-                    ):
-                        self._cond.wait()
-                    self._waiting.extend(self._incoming)
-                    self._incoming.clear()
-                    self._held = len(self._waiting) + len(self._active)
-                    updates = list(self._updates)
-                    self._updates.clear()
-                    sleeps = list(self._sleeps)
-                    self._sleeps.clear()
-                    if self._closing:
-                        break
-                started = time.perf_counter()
-                for update in updates:
-                    self._apply_update(update)
-                for asleep, future, loop in sleeps:
-                    self._apply_sleep(asleep)
-                    settle_future(loop, future, None, None)
-                if self._asleep:
-                    continue
-                self._drop_cancelled()
-                self._admit()
-                if self._active:
-                    self._decode()
-                with self._cond:
-                    self._stats.busy_seconds += time.perf_counter() - started
-                    self._held = len(self._waiting) + len(self._active)
+            try:
+                self._serve()
+            except Exception as error:  # noqa: BLE001 - handed to every waiting caller below
+                failure = RuntimeError(f"the torch engine's worker failed: {type(error).__name__}: {error}")
+                failure.__cause__ = error
+        with self._cond:
+            self._closing, self._failure = True, failure
+            self._waiting.extend(self._incoming)
+            self._incoming.clear()
+            updates, sleeps = list(self._updates), list(self._sleeps)
+            self._updates.clear()
+            self._sleeps.clear()
         for update in updates:
-            update.settle(None, RuntimeError("the torch engine closed before the weight update was applied"))
+            update.settle(None, failure or RuntimeError("the torch engine closed before the weight update was applied"))
         for _, future, loop in sleeps:
-            settle_future(loop, future, None, None)
+            settle_future(loop, future, None, failure)
         for seq in [*self._active, *self._waiting]:
-            seq.resolve("abort")
+            if failure is None:
+                seq.resolve("abort")
+            else:
+                seq.fail(failure)
         self._active, self._batch = [], None
         self._waiting.clear()
         self._prefix_cache.clear()
         with self._cond:
             self._held = 0
+
+    def _serve(self) -> None:
+        """Take what callers queued and step the batch, until the engine closes."""
+        while True:
+            with self._cond:
+                while not (
+                    self._incoming or self._updates or self._sleeps or self._closing
+                    or ((self._waiting or self._active) and not self._asleep)
+                ):
+                    self._cond.wait()
+                if self._closing:
+                    return
+                self._waiting.extend(self._incoming)
+                self._incoming.clear()
+                self._held = len(self._waiting) + len(self._active)
+                updates = list(self._updates)
+                self._updates.clear()
+                sleeps = list(self._sleeps)
+                self._sleeps.clear()
+            started = time.perf_counter()
+            for update in updates:
+                self._apply_update(update)
+            for asleep, future, loop in sleeps:
+                self._apply_sleep(asleep)
+                settle_future(loop, future, None, None)
+            if self._asleep:
+                continue
+            self._drop_cancelled()
+            self._admit()
+            if self._active:
+                self._decode()
+            with self._cond:
+                self._stats.busy_seconds += time.perf_counter() - started
+                self._held = len(self._waiting) + len(self._active)
 
     def _apply_update(self, update: WeightUpdate) -> None:
         self._prefix_cache.clear()  # before loading: even a failed load may have changed some weights

@@ -192,6 +192,7 @@ def _trl_arm(config: TrainConfig, generation: dict[str, Any]) -> dict[str, Any]:
         loss_type="grpo", scale_rewards="group", num_iterations=1, temperature=config.sampling.temperature,
         top_p=1.0, max_completion_length=config.sampling.max_tokens, logging_steps=1, save_strategy="no",
         report_to="none", bf16=False, dataloader_num_workers=0, disable_tqdm=True,
+        gradient_checkpointing=False,  # TRL's default recomputes activations: slower, and memory is no issue here
         vllm_max_model_length=config.engine.max_context, **generation,
     )
     trainer = GRPOTrainer(model=model, args=args, processing_class=tokenizer, reward_funcs=episode_reward,
@@ -231,7 +232,9 @@ class StepClock(TrainerCallback):
 
     def evaluate(self, model: Any, step: int) -> None:
         """Score a copy of ``model``: the torch engine would switch the live one to its own CPU attention."""
-        self.curve.append([step, _evaluate(copy.deepcopy(model), self.config, step)])
+        scored = copy.deepcopy(model)
+        scored.config.use_cache = True  # TRL turns the cache off for training
+        self.curve.append([step, _evaluate(scored, self.config, step)])
 
 
 def _evaluate(model: Any, config: TrainConfig, step: int) -> float:

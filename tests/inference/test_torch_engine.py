@@ -244,6 +244,33 @@ def test_a_failing_step_fails_only_its_requests(tiny_model_dir, monkeypatch):
     assert len(after.token_ids) == 6
 
 
+def test_a_worker_that_breaks_fails_every_waiting_and_later_call_instead_of_hanging(tiny_model_dir, monkeypatch):
+    """An error outside a model pass (here in admitting requests to the batch) stops the worker: the requests
+    waiting fail with it, and so does every later call, naming it, rather than waiting for ever."""
+    engine = TorchEngine(tiny_model_dir, device="cpu")
+
+    def broken() -> None:
+        raise AssertionError("a cache layer without keys")
+
+    monkeypatch.setattr(engine, "_admit", broken)
+
+    async def scenario():
+        try:
+            waiting = await asyncio.wait_for(asyncio.gather(
+                *(engine.generate(request(prompt(4 + i), max_tokens=6)) for i in range(3)), return_exceptions=True),
+                timeout=30)
+            with pytest.raises(RuntimeError, match="worker failed: AssertionError: a cache layer without keys"):
+                await engine.generate(request(prompt(7), max_tokens=6))
+            with pytest.raises(RuntimeError, match="worker failed"):
+                await engine.update_weights(engine.model.state_dict())
+            return waiting
+        finally:
+            await engine.close()
+
+    waiting = asyncio.run(scenario())
+    assert all(isinstance(r, RuntimeError) and "a cache layer without keys" in str(r) for r in waiting), waiting
+
+
 def test_update_weights_mid_generation_continues_under_new_weights(tiny_model_dir, tmp_path):
     new_model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     with torch.no_grad():
