@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import itertools
 import json
 import math
 import os
@@ -147,7 +148,7 @@ def _agentgym_arm(config: TrainConfig) -> dict[str, Any]:
 def _summary(config: TrainConfig, seconds: list[float], curve: list[list[float]], split: dict[str, float],
              before: float | None, after: float | None) -> dict[str, Any]:
     """One arm's figures from its per-step seconds and its held-out curve."""
-    elapsed = list(_cumulative(seconds))
+    elapsed = list(itertools.accumulate(seconds))
     return {
         "train_seconds": round(sum(seconds), 1),
         "trajectories": len(seconds) * config.batch_size,
@@ -158,13 +159,6 @@ def _summary(config: TrainConfig, seconds: list[float], curve: list[list[float]]
         "train_seconds_at": {str(step): round(elapsed[step - 1], 1) for step, _ in curve if step},
         "time_split_seconds": split,
     }
-
-
-def _cumulative(values: list[float]) -> Any:
-    total = 0.0
-    for value in values:
-        total += value
-        yield total
 
 
 def _curve(records: list[dict[str, Any]]) -> list[list[float]]:
