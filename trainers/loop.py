@@ -383,7 +383,7 @@ class _Run:
                     seconds = time.perf_counter() - step_started
                     metrics["time/step_seconds"] = seconds
                     metrics["time/wait_seconds"] = waited
-                    metrics["rollout/trajectories_per_second"] = config.batch_size / seconds
+                    metrics["time/trajectories_per_second"] = config.batch_size / seconds
                     log.log(self.step, metrics)
                     progress.update(metrics, advance=1)
                     if self._due(config.eval.every):

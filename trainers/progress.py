@@ -14,7 +14,7 @@ _FIELDS = (
     ("rollout/reward_mean", "reward", "{:.3f}"),
     ("rollout/success_rate", "success", "{:.0%}"),
     ("eval/success_rate", "held-out", "{:.0%}"),
-    ("rollout/trajectories_per_second", "traj/s", "{:.1f}"),
+    ("time/trajectories_per_second", "traj/s", "{:.1f}"),
     ("rollout/tokens_per_second", "tok/s", "{:.0f}"),
     ("train/staleness_mean", "staleness", "{:.2f}"),
     ("train/ess_ratio", "ESS", "{:.2f}"),
