@@ -43,6 +43,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import countdown
+from curves import mean_curve, plot_curves
 from report import RESULTS, load_average, machine, write_result
 from warm_start import CONFIGS, warm_start
 
@@ -152,7 +153,8 @@ def main() -> None:
                     print(f"{arm} seed {seed}: {runs[arm][-1]['curve']}", file=sys.stderr)
             minutes = (time.perf_counter() - trained) / 60
             report.update(_figures(runs, task.goal, minutes), runs=runs)
-            _plot(runs, out.with_suffix(".png"), task.title)
+            plot_curves({task.title: {arm: [r["curve"] for r in runs[arm]] for arm in ARMS}},
+                        out.with_suffix(".png"), ylabel="held-out pass@1", title="LATR vs stochastic sampling")
     report.update(params={"seeds": args.seeds, "steps": args.steps, "every": args.every, "episodes": args.episodes,
                           "sweep_groups": args.sweep_groups, "overrides": args.set, "sft_overrides": args.sft_set,
                           "config": task.config.name,
@@ -249,7 +251,7 @@ def _figures(runs: dict[str, list[dict[str, Any]]], goal: dict[str, float], minu
     speedups = [_speedup(a["curve"], b["curve"]) for a, b in zip(stochastic, trees, strict=True)]
     cost = (statistics.fmean(run["decoded_tokens_per_step"] for run in trees)
             / statistics.fmean(run["decoded_tokens_per_step"] for run in stochastic))
-    headline = _speedup(_mean_curve(stochastic), _mean_curve(trees))
+    headline = _speedup(mean_curve([r["curve"] for r in stochastic]), mean_curve([r["curve"] for r in trees]))
     figures: dict[str, Any] = {
         "mixed_group_fraction": mixed("mixed_group_fraction"),
         "mixed_group_fraction_eta1": {**mixed("mixed_group_fraction_eta1"), "steps": trees[0]["eta1_steps"]},
@@ -281,31 +283,6 @@ def _speedup(baseline: list[list[float]], treated: list[list[float]]) -> dict[st
     ratio = round(mine / reached[0], 3) if reached and reached[0] > 0 else None
     return {"target": round(target, 3), "baseline_steps": mine, "treated_steps": reached[0] if reached else None,
             "ratio": ratio}
-
-
-def _mean_curve(runs: list[dict[str, Any]]) -> list[list[float]]:
-    """The seeds' curves averaged point by point (they share their evaluation steps)."""
-    return [[points[0][0], statistics.fmean(p[1] for p in points)] for points in zip(*(r["curve"] for r in runs))]
-
-
-def _plot(runs: dict[str, list[dict[str, Any]]], out: Path, title: str) -> None:
-    """Each seed's held-out curve, thin, and each arm's mean, thick."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for arm, color in zip(ARMS, ("tab:gray", "tab:green"), strict=True):
-        for run in runs[arm]:
-            ax.plot(*zip(*run["curve"]), color=color, alpha=0.35, linewidth=1)
-        ax.plot(*zip(*_mean_curve(runs[arm])), color=color, linewidth=2.5, marker="o", label=arm)
-    ax.set(xlabel="training step", ylabel="held-out pass@1", title=f"LATR vs stochastic sampling ({title})")
-    ax.legend()
-    fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
 
 
 if __name__ == "__main__":
