@@ -15,7 +15,7 @@ from agentgym.episode import Timeouts
 from agentgym.suites import load_suite
 from agentgym.tracking.config import TrackingConfig
 from agentgym.trainers.curriculum import CurriculumConfig
-from agentgym.trainers.mixture import EnvEntry, EnvField, Source, SuiteMixture, sources
+from agentgym.trainers.mixture import EnvEntry, EnvField, Source, SuiteMixture, sources, with_parser
 
 
 class ModelConfig(Config):
@@ -267,6 +267,15 @@ class TrainConfig(Config):
     @classmethod
     def _by_name(cls, value: Any) -> Any:
         return {"name": value} if isinstance(value, str) else value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _parser_from_template(cls, data: Any) -> Any:
+        """``parser: auto`` in an environment's kwargs: the tool-call format the model's chat template declares."""
+        model = data.get("model") if isinstance(data, dict) else None
+        if not isinstance(model, dict) or not isinstance(model.get("path"), str):
+            return data
+        return {**data, "env": with_parser(data.get("env"), model["path"])}
 
     @field_validator("env")
     @classmethod

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 from pydantic import Discriminator, Field, Tag, ValidationInfo, field_validator
 
 from agentgym.config import Config
+from agentgym.parsers import resolve_parser
 from agentgym.suites import load_suite
 from agentgym.tasks import SPLIT_SEED_BASE, Task
 
@@ -120,3 +121,18 @@ def sources(env: EnvEntry | list[EnvEntry] | SuiteMixture) -> list[Source]:
         raise ValueError(f"env names {sorted({i for i in ids if ids.count(i) > 1})} more than once; "
                          "give each environment one entry (several levels go in its difficulties)")
     return [Source(e.id, e.kwargs, e.weight, tuple(e.difficulties), e.seed_start) for e in entries]
+
+
+def with_parser(env: Any, model: str) -> Any:
+    """A raw ``env:`` section with each ``parser: auto`` in its kwargs replaced by the format ``model``'s chat
+    template declares (:func:`~agentgym.parsers.resolve_parser`)."""
+    if isinstance(env, list):
+        return [with_parser(entry, model) for entry in env]
+    if not isinstance(env, dict) or not isinstance(env.get("kwargs"), dict):
+        return env
+    if "suite" in env:
+        kwargs = {env_id: resolve_parser(given, model, f"env.kwargs.{env_id}.parser") if isinstance(given, dict)
+                  else given for env_id, given in env["kwargs"].items()}
+        return {**env, "kwargs": kwargs}
+    return {**env, "kwargs": resolve_parser(env["kwargs"], model, "env.kwargs.parser")}
+

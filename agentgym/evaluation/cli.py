@@ -25,6 +25,7 @@ from agentgym.evaluation.run import Progress as RunProgress
 from agentgym.evaluation.run import run_evaluation
 from agentgym.evaluation.scores import RunScores
 from agentgym.inference import ENGINES, SamplingParams, engine_class
+from agentgym.parsers import resolve_parser
 from agentgym.policies import POLICIES, Policy, get_policy
 from agentgym.policies.engines import engine_policy
 from agentgym.progress import LiveProgress
@@ -114,6 +115,9 @@ def eval_command(
         latr = _latr(rollout_sampling, latr_args, engine, samples)
         suite_name, suite_sha, tasks = _tasks(env_ids, suite, eval_all, family, split, episodes, difficulty, seed)
         parsed_args = _env_args(env_args, {t.env_id for t in tasks})
+        if model_path is not None:  # parser=auto: the format the model's own chat template declares
+            parsed_args = {target: resolve_parser(kwargs, tokenizer or model_path, "--env-arg parser")
+                           for target, kwargs in parsed_args.items()}
     sampling = SamplingParams(temperature=temperature, top_p=top_p, max_tokens=max_tokens) if engine else None
     agent = policy or f"{engine}-{Path(str(model_path)).name or model_path}"
     spec = RunSpec(agent=agent, policy=policy, engine=engine, model=model_path, base_url=base_url, tokenizer=tokenizer,

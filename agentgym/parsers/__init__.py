@@ -12,7 +12,8 @@ open models emit. A parser never raises on what a model writes: what it cannot r
 | ``deepseek`` | ``<｜tool▁call▁begin｜>move<｜tool▁sep｜>{...}<｜tool▁call▁end｜>`` | DeepSeek-V3, V3.1, R1 |
 | ``harmony`` | ``<|channel|>commentary to=functions.move <|constrain|>json<|message|>{...}<|call|>`` | gpt-oss |
 
-``auto`` (where a model is known) takes the format the model's chat template declares: :func:`template_format`.
+``parser: auto`` (in a training config's ``env.kwargs``, or ``agentgym eval --env-arg parser=auto``) takes the
+format the model's chat template declares: :func:`resolve_parser`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from agentgym.parsers.llama3_json import Llama3JsonParser
 from agentgym.parsers.mistral import MistralParser
 from agentgym.parsers.pythonic import PythonicParser
 from agentgym.parsers.qwen3_coder import Qwen3CoderParser
-from agentgym.parsers.template import template_format
+from agentgym.parsers.template import AUTO, chat_template, resolve_parser, template_format
 
 PARSERS: dict[str, type[ToolCallParser]] = {
     parser.name: parser
@@ -39,6 +40,10 @@ def get_parser(parser: str | ToolCallParser) -> ToolCallParser:
     """A parser by short name (one of :data:`PARSERS`), or the given parser object unchanged."""
     if not isinstance(parser, str):
         return parser
+    if parser == AUTO:
+        raise ValueError("parser: auto is resolved from a model's chat template by `agentgym train` and `agentgym "
+                         "eval`; an environment made on its own needs the format by name: "
+                         f"{', '.join(PARSERS)}")
     try:
         return PARSERS[parser]()
     except KeyError:
@@ -46,7 +51,21 @@ def get_parser(parser: str | ToolCallParser) -> ToolCallParser:
 
 
 __all__ = [
-    "MAX_CALLS", "MAX_DEPTH", "PARSERS", "DeepSeekParser", "HarmonyParser", "HermesParser", "Llama3JsonParser",
-    "MistralParser", "ParseResult", "PythonicParser", "Qwen3CoderParser", "ToolCallParser", "get_parser",
+    "AUTO",
+    "MAX_CALLS",
+    "MAX_DEPTH",
+    "PARSERS",
+    "DeepSeekParser",
+    "HarmonyParser",
+    "HermesParser",
+    "Llama3JsonParser",
+    "MistralParser",
+    "ParseResult",
+    "PythonicParser",
+    "Qwen3CoderParser",
+    "ToolCallParser",
+    "chat_template",
+    "get_parser",
+    "resolve_parser",
     "template_format",
 ]

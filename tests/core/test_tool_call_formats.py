@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from agentgym import ToolCall, ToolSpec, get_parser
-from agentgym.parsers import MAX_DEPTH, PARSERS, template_format
+from agentgym.parsers import MAX_DEPTH, PARSERS, chat_template, resolve_parser, template_format
 
 NEW = ["qwen3_coder", "llama3_json", "mistral", "deepseek", "harmony"]
 MARKERS = ["<tool_call>", "</tool_call>", "<function=", "</function>", "<parameter=", "</parameter>", "[TOOL_CALLS]",
@@ -76,8 +76,8 @@ UP = ("move", {"direction": "up", "steps": 2})
 
 @pytest.mark.parametrize("name, text, content", [
     # Qwen3-Coder's template: content, then each call with one parameter block per argument
-    ("qwen3_coder", "Going up.\n\n<tool_call>\n<function=move>\n<parameter=direction>\nup\n</parameter>\n"
-                    "<parameter=steps>\n2\n</parameter>\n</function>\n</tool_call>", "Going up."),
+    ("qwen3_coder", ("Going up.\n\n<tool_call>\n<function=move>\n<parameter=direction>\nup\n</parameter>\n"
+                    "<parameter=steps>\n2\n</parameter>\n</function>\n</tool_call>"), "Going up."),
     # Llama 3.1's JSON template: the object is the whole message; models may lead with <|python_tag|>
     ("llama3_json", '{"name": "move", "parameters": {"direction": "up", "steps": 2}}', ""),
     ("llama3_json", '<|python_tag|>{"name": "move", "parameters": {"direction": "up", "steps": 2}}', ""),
@@ -87,15 +87,15 @@ UP = ("move", {"direction": "up", "steps": 2})
     ("mistral", '[TOOL_CALLS] [{"name": "move", "arguments": {"direction": "up", "steps": 2}, "id": "a1b2c3d4e"}]',
      ""),
     # DeepSeek V3.1 and V3 (R1): name then JSON, or "function", the name and a fenced block
-    ("deepseek", 'Going up.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>move<｜tool▁sep｜>{"direction": "up", "steps": 2}'
-                 "<｜tool▁call▁end｜><｜tool▁calls▁end｜>", "Going up."),
-    ("deepseek", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>move\n```json\n"
-                 '{"direction": "up", "steps": 2}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>', ""),
+    ("deepseek", ('Going up.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>move<｜tool▁sep｜>{"direction": "up", "steps": 2}'
+                 "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"), "Going up."),
+    ("deepseek", ("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>move\n```json\n"
+                 '{"direction": "up", "steps": 2}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>'), ""),
     # gpt-oss: reasoning on analysis (left out), the call on commentary, recipient before or after the channel
-    ("harmony", "<|channel|>analysis<|message|>Up is free.<|end|><|start|>assistant<|channel|>commentary "
-                'to=functions.move <|constrain|>json<|message|>{"direction": "up", "steps": 2}<|call|>', ""),
-    ("harmony", '<|start|>assistant to=functions.move<|channel|>commentary json<|message|>{"direction": "up", '
-                '"steps": 2}<|call|>', ""),
+    ("harmony", ("<|channel|>analysis<|message|>Up is free.<|end|><|start|>assistant<|channel|>commentary "
+                'to=functions.move <|constrain|>json<|message|>{"direction": "up", "steps": 2}<|call|>'), ""),
+    ("harmony", ('<|start|>assistant to=functions.move<|channel|>commentary json<|message|>{"direction": "up", '
+                '"steps": 2}<|call|>'), ""),
 ])
 def test_the_calls_each_family_writes(name, text, content):
     result = get_parser(name).parse(text, [MOVE])
@@ -162,3 +162,27 @@ def test_the_format_a_template_declares(template, name):
 def test_every_format_is_registered_by_its_name():
     assert set(PARSERS) == {"hermes", "pythonic", *NEW}
     assert all(get_parser(name).name == name for name in PARSERS)
+
+
+QWEN3_CODER_TEMPLATE = "{{- '<tool_call>\\n<function=' + name + '>\\n' }}{{- '<parameter=' + key + '>\\n' }}"
+
+
+def test_parser_auto_reads_the_template_from_a_model_folder_in_either_file(tmp_path):
+    (tmp_path / "jinja").mkdir()
+    (tmp_path / "jinja" / "chat_template.jinja").write_text(QWEN3_CODER_TEMPLATE)
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "tokenizer_config.json").write_text(json.dumps({"chat_template": [
+        {"name": "default", "template": "{{ messages }}"},
+        {"name": "tool_use", "template": "[TOOL_CALLS]"}]}))
+    assert chat_template(tmp_path / "jinja") == QWEN3_CODER_TEMPLATE
+    assert resolve_parser({"parser": "auto", "size": 4}, tmp_path / "jinja") == {"parser": "qwen3_coder", "size": 4}
+    assert resolve_parser({"parser": "auto"}, tmp_path / "config") == {"parser": "mistral"}
+    assert resolve_parser({"parser": "hermes"}, tmp_path / "missing") == {"parser": "hermes"}
+    with pytest.raises(ValueError, match="env.kwargs.parser: auto takes the tool-call format"):
+        resolve_parser({"parser": "auto"}, tmp_path / "missing", "env.kwargs.parser")
+
+
+def test_an_env_made_with_parser_auto_on_its_own_is_told_to_name_the_format():
+    with pytest.raises(ValueError, match="parser: auto is resolved from a model's chat template"):
+        get_parser("auto")
+

@@ -124,6 +124,14 @@ def test_bad_eval_arguments_exit_2_with_one_line(args, reason):
     assert done.returncode == 2 and len(lines) == 1 and reason in lines[0], done.stderr
 
 
+def test_parser_auto_on_a_model_whose_template_names_no_format_exits_2(tmp_path):
+    (tmp_path / "chat_template.jinja").write_text("{% for m in messages %}{{ m.content }}{% endfor %}")
+    done = agentgym("eval", "games/FrozenLake-v0", "--engine", "torch", "--model", str(tmp_path),
+                    "--env-arg", "parser=auto")
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "--env-arg parser: auto takes" in lines[0], done.stderr
+
+
 def test_off_a_terminal_eval_prints_progress_lines(tmp_path):
     done = agentgym("eval", "games/FrozenLake-v0", "--policy", "oracle", "--episodes", "3", "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr

@@ -10,6 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agentgym import ConfigError
+from agentgym.config import load_config
+from agentgym.trainers import TrainConfig
+from agentgym.trainers.bundled_configs import configs_folder
 from agentgym.trainers.curriculum import CurriculumConfig, SuccessWindow
 from agentgym.trainers.mixture import EnvEntry, Source, SuiteMixture, sources
 from agentgym.trainers.sampler import TaskSampler
@@ -125,3 +129,13 @@ def test_curriculum_state_round_trips():
     restored = _window(window=4)
     restored.load_state(curriculum.state())
     assert restored.state() == curriculum.state() and list(restored.recent["env"][1]) == [False, True, True, False]
+
+
+def test_a_training_config_with_parser_auto_takes_the_models_format_or_names_the_key(tmp_path):
+    (tmp_path / "chat_template.jinja").write_text("<function=x><parameter=y>")
+    overrides = [f"model.path={tmp_path}", "env.kwargs.parser=auto", f"output_dir={tmp_path / 'run'}"]
+    config = load_config(TrainConfig, configs_folder() / "quickstart.yaml", overrides)
+    assert config.env.kwargs["parser"] == "qwen3_coder"
+    (tmp_path / "chat_template.jinja").write_text("{{ messages }}")
+    with pytest.raises(ConfigError, match="env.kwargs.parser: auto takes the tool-call format"):
+        load_config(TrainConfig, configs_folder() / "quickstart.yaml", overrides)
