@@ -153,6 +153,9 @@ class TrainerSection(Config):
     """The trainer and the engine share the devices: while the trainer steps, the engine sleeps (vLLM's sleep
     mode frees its weights and KV cache; the torch engine moves its weights to the CPU) and rollout waits;
     while the engine generates, the trainer's weights and optimizer state wait on the CPU."""
+    activation_checkpointing: bool = False
+    """Recompute each layer's activations in the backward pass instead of keeping them: less memory for long
+    episodes and larger micro-batches, at about one more forward pass of compute (the same gradients)."""
 
     @field_validator("strategy")
     @classmethod

@@ -68,6 +68,8 @@ class Learner:
         self.trainer_logprobs: dict[int, list[float]] = {}
         """The last step's first-pass logprobs of this rank's trained rows' agent tokens, by collated place."""
         exact = config.algorithm.old_logprobs == "exact"
+        if config.trainer.activation_checkpointing:  # non-reentrant: works under ddp and fsdp, and with no_grad
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         # before wrapping: the snapshots' spare model is a whole copy, whose passes are this rank's alone
         self.snapshots = VersionSnapshots(model, keep=config.trainer.max_lag if exact else 0)
         self.policy = wrap(model, config.trainer.parallel)

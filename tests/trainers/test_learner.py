@@ -238,3 +238,30 @@ def test_epochs_take_that_many_optimizer_steps_on_one_version_and_later_passes_s
     assert again["train/loss"] < first["train/loss"]  # the last pass's loss is taken at the once-moved weights
     objective = [(_agent_logprob_sums(learner, batch) * batch.advantages).sum() for learner in (once, twice)]
     assert objective[1] > objective[0]  # two passes went further up the advantage-weighted logprobs
+
+
+def test_activation_checkpointing_recomputes_each_layer_and_gives_the_same_step(tiny_model_dir):
+    trajectories = [_trajectory([10, 11, 12, 13]), _trajectory([20, 21], prompt=PROMPT[:2])]
+    results = []
+    for checkpointing in (False, True):
+        learner = _learner(tiny_model_dir, optim={"grad_clip": None},
+                           trainer={"activation_checkpointing": checkpointing})
+        batch = _batch(learner, trajectories, [1.0, -0.5], shift=0.3)
+        calls, layer = [], learner.model.base_model.layers[0]
+        layer.forward = _counting(layer.forward, calls)
+        metrics = learner.step(batch)
+        grads = torch.cat([p.grad.flatten() for p in learner.model.parameters() if p.grad is not None])
+        results.append((len(calls), grads, metrics["train/loss"]))
+    (plain_calls, plain, plain_loss), (checkpointed_calls, checkpointed, checkpointed_loss) = results
+    assert checkpointed_calls == 2 * plain_calls > 0  # each layer runs again in the backward pass
+    torch.testing.assert_close(checkpointed, plain, rtol=1e-5, atol=1e-6)
+    assert checkpointed_loss == pytest.approx(plain_loss, rel=1e-6)
+
+
+def _counting(forward: Any, calls: list[int]) -> Any:
+    """``forward``, counting its calls in ``calls`` (a recomputation runs it, though not the module's hooks)."""
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return forward(*args, **kwargs)
+    return counted
+
