@@ -46,22 +46,40 @@ class TrainBatch:
     def to(self, device: torch.device | str) -> TrainBatch:
         return TrainBatch(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
 
-    def micro_batches(self, size: int) -> Iterator[TrainBatch]:
-        """Consecutive slices of ``size`` rows, each cut to its own longest row."""
-        for start in range(0, self.rows, size):
-            rows = slice(start, start + size)
-            length = int(self.attention_mask[rows].sum(-1).max().item())
-            yield TrainBatch(
-                input_ids=self.input_ids[rows, :length],
-                attention_mask=self.attention_mask[rows, :length],
-                loss_mask=self.loss_mask[rows, : length - 1],
-                behaviour_logprobs=self.behaviour_logprobs[rows, : length - 1],
-                versions=self.versions[rows, : length - 1],
-                advantages=self.advantages[rows],
-                rewards=self.rewards[rows],
-                groups=self.groups[rows],
-                index=self.index[rows],
-            )
+    def micro_batches(self, size: int, max_tokens: int | None = None) -> Iterator[TrainBatch]:
+        """Consecutive slices of at most ``size`` rows and, with ``max_tokens``, at most that many tokens padded
+        (rows times the slice's longest; a longer row goes alone), each cut to its own longest row. Rows are
+        collated longest first, so a token budget makes few-row slices of long rows and many-row ones of short."""
+        lengths = [int(n) for n in self.attention_mask.sum(-1).tolist()]
+        start = 0
+        while start < self.rows:
+            end, longest = start + 1, lengths[start]
+            while end < self.rows and end - start < size:
+                wider = max(longest, lengths[end])
+                if max_tokens is not None and (end + 1 - start) * wider > max_tokens:
+                    break
+                end, longest = end + 1, wider
+            yield self._slice(slice(start, end), longest)
+            start = end
+
+    @property
+    def padded_tokens(self) -> int:
+        """Rows times the longest row: the tokens a pass over this batch computes."""
+        return self.rows * int(self.attention_mask.sum(-1).max().item())
+
+    def _slice(self, rows: slice, length: int) -> TrainBatch:
+        """``rows``, cut to ``length`` tokens."""
+        return TrainBatch(
+            input_ids=self.input_ids[rows, :length],
+            attention_mask=self.attention_mask[rows, :length],
+            loss_mask=self.loss_mask[rows, : length - 1],
+            behaviour_logprobs=self.behaviour_logprobs[rows, : length - 1],
+            versions=self.versions[rows, : length - 1],
+            advantages=self.advantages[rows],
+            rewards=self.rewards[rows],
+            groups=self.groups[rows],
+            index=self.index[rows],
+        )
 
 
 @dataclass(frozen=True)
@@ -79,13 +97,23 @@ class Share:
         return Share([m.to(device) for m in self.micro_batches], self.padding, self.agent_tokens, self.rows)
 
 
-def shares(batch: TrainBatch, micro_batch_size: int, world_size: int) -> list[Share]:
-    """``batch``'s micro-batches dealt round-robin to ``world_size`` ranks (collated longest first, so the
-    ranks get alike lengths), each padded to the same number of passes."""
-    micros = list(batch.micro_batches(micro_batch_size))
-    passes = -(-len(micros) // world_size)
+def shares(batch: TrainBatch, micro_batch_size: int, world_size: int, max_tokens: int | None = None) -> list[Share]:
+    """``batch``'s micro-batches (``micro_batch_size`` rows, and ``max_tokens`` padded tokens if given) dealt to
+    ``world_size`` ranks, each padded to the same number of passes. Row micro-batches go round-robin (collated
+    longest first, so the ranks get alike lengths); token-budget ones, each to the rank with the fewest tokens so
+    far, largest first, so that no rank waits long for the others."""
+    micros = list(batch.micro_batches(micro_batch_size, max_tokens))
+    if max_tokens is None:
+        dealt = [micros[rank::world_size] for rank in range(world_size)]
+    else:
+        dealt = [[] for _ in range(world_size)]
+        load = [0] * world_size
+        for micro in sorted(micros, key=lambda m: -m.padded_tokens):
+            rank = load.index(min(load))
+            dealt[rank].append(micro)
+            load[rank] += micro.padded_tokens
+    passes = max(len(own) for own in dealt)
     tokens, rows = max(batch.agent_tokens, 1), max(batch.trained_rows, 1)
-    dealt = [micros[rank::world_size] for rank in range(world_size)]
     return [Share(own + [micros[0]] * (passes - len(own)), passes - len(own), tokens, rows) for own in dealt]
 
 

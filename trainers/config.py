@@ -108,6 +108,9 @@ class TrainerSection(Config):
     """Episodes per task (G)."""
     micro_batch_size: int = Field(32, ge=1)
     """Trajectories per forward/backward pass; gradients accumulate over a step's micro-batches."""
+    max_tokens_per_micro_batch: int | None = Field(None, ge=1)
+    """Also cap each pass at this many tokens, padding included (rows times the longest): long episodes then go
+    a few to a pass and short ones many, each rank gets about as many tokens, and the gradients are the same."""
     async_ratio: int = Field(2, ge=0)
     """The most versions a trajectory may lag the weights it trains (max staleness); 0 is the synchronous
     on-policy baseline: rollout waits for each update and the trainer for each full batch."""

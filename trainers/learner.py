@@ -111,7 +111,8 @@ class Learner:
 
     def step(self, batch: TrainBatch) -> dict[str, float]:
         """Train on the whole ``batch`` (this process is the only rank); return the step's ``train/`` metrics."""
-        share = shares(batch, self.config.trainer.micro_batch_size, 1)[0].to(self.device)
+        trainer = self.config.trainer
+        share = shares(batch, trainer.micro_batch_size, 1, trainer.max_tokens_per_micro_batch)[0].to(self.device)
         return merge_metrics([self.train(share)], batch)
 
     def train(self, share: Share) -> dict[str, float]:

@@ -74,8 +74,9 @@ class RankGroup:
 
     def step(self, batch: TrainBatch) -> dict[str, float]:
         """One optimizer step on ``batch``, each rank training its share; the step's merged metrics."""
-        parts = self._each("train", [(s,) for s in shares(batch, self.config.trainer.micro_batch_size,
-                                                          len(self._ranks))])
+        trainer = self.config.trainer
+        dealt = shares(batch, trainer.micro_batch_size, len(self._ranks), trainer.max_tokens_per_micro_batch)
+        parts = self._each("train", [(share,) for share in dealt])
         self.version += 1
         self.trainer_logprobs = {row: values for _, rows in parts for row, values in rows.items()}
         return merge_metrics([metrics for metrics, _ in parts], batch)

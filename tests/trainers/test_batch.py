@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from agentgym.trainers.batch import collate
+from agentgym.trainers.batch import collate, shares
 from agentgym.trajectory import Trajectory
 
 PAD = 0
@@ -75,6 +77,33 @@ def test_micro_batches_are_cut_to_their_longest_row():
     assert sum(m.agent_tokens for m in micros) == batch.agent_tokens  # the cut drops padding only
     (whole,) = batch.micro_batches(8)
     assert torch.equal(whole.input_ids, batch.input_ids) and torch.equal(whole.loss_mask, batch.loss_mask)
+
+
+def test_a_token_budget_puts_long_rows_few_to_a_pass_and_short_ones_many():
+    batch = collate([_trajectory(list(range(1, n + 1)), agent_from=1) for n in [9, 2, 6, 7, 3]],
+                    torch.zeros(5), PAD)
+    assert [m.input_ids.shape for m in batch.micro_batches(8, max_tokens=14)] == [(1, 9), (2, 7), (2, 3)]
+    assert [m.input_ids.shape for m in batch.micro_batches(8, max_tokens=5)] == [(1, 9), (1, 7), (1, 6), (1, 3),
+                                                                                  (1, 2)]
+    assert [m.rows for m in batch.micro_batches(1, max_tokens=100)] == [1] * 5  # the row cap still holds
+
+
+@given(lengths=st.lists(st.integers(2, 40), min_size=1, max_size=30), size=st.integers(1, 12),
+       budget=st.integers(1, 200), world=st.integers(1, 4))
+@settings(max_examples=200, deadline=None)
+def test_token_budget_micro_batches_split_the_rows_in_order_within_both_caps(lengths, size, budget, world):
+    batch = collate([_trajectory(list(range(1, n + 1)), agent_from=1) for n in lengths],
+                    torch.zeros(len(lengths)), PAD)
+    micros = list(batch.micro_batches(size, max_tokens=budget))
+    assert torch.equal(torch.cat([m.index for m in micros]), batch.index)
+    assert all(m.rows <= size and (m.rows == 1 or m.padded_tokens <= budget) for m in micros)
+    assert sum(m.agent_tokens for m in micros) == batch.agent_tokens
+    dealt = shares(batch, size, world, max_tokens=budget)
+    assert len({len(s.micro_batches) for s in dealt}) == 1
+    own = [s.micro_batches[: len(s.micro_batches) - s.padding] for s in dealt]
+    assert sorted(i for mine in own for micro in mine for i in micro.index.tolist()) == sorted(batch.index.tolist())
+    loads = [sum(m.padded_tokens for m in mine) for mine in own]
+    assert max(loads) - min(loads) <= max(m.padded_tokens for m in micros)  # dealt largest first to the least loaded
 
 
 def test_bad_input_is_refused_with_a_reason():
