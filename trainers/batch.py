@@ -114,7 +114,8 @@ def shares(batch: TrainBatch, micro_batch_size: int, world_size: int, max_tokens
             load[rank] += micro.padded_tokens
     passes = max(len(own) for own in dealt)
     tokens, rows = max(batch.agent_tokens, 1), max(batch.trained_rows, 1)
-    return [Share(own + [micros[0]] * (passes - len(own)), passes - len(own), tokens, rows) for own in dealt]
+    filler = min(micros, key=lambda m: m.padded_tokens)  # a weight-0 pass only keeps the ranks in step: the cheapest
+    return [Share(own + [filler] * (passes - len(own)), passes - len(own), tokens, rows) for own in dealt]
 
 
 def collate(trajectories: Sequence[Trajectory], advantages: torch.Tensor, pad_id: int,

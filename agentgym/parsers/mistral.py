@@ -53,10 +53,11 @@ def _calls(piece: str, trailing: list[str]) -> Iterator[Found]:
     if not separator or not name:
         yield f"must be {TOOL_CALLS}name{ARGS}{{...}} or {TOOL_CALLS} [{{\"name\": ..., \"arguments\": {{...}}}}]"
         return
+    arguments = arguments.lstrip()
     try:
-        payload, end = decoder.raw_decode(arguments.lstrip())
+        payload, end = decoder.raw_decode(arguments)
     except (json.JSONDecodeError, RecursionError) as exc:
         yield f"({name}) has arguments that are not valid JSON: {exc}"
         return
     yield call_from_payload(payload, name)
-    trailing.append(arguments.lstrip()[end:])
+    trailing.append(arguments[end:])

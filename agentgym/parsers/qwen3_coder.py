@@ -51,7 +51,8 @@ class Qwen3CoderParser:
         arguments = {}
         for parameter in self._parameter.finditer(function.group(2)):
             key = parameter.group(1).strip()
-            kind = properties.get(key, {}).get("type") if isinstance(properties.get(key), dict) else None
+            schema = properties.get(key)
+            kind = schema.get("type") if isinstance(schema, dict) else None
             arguments[key] = _value(_unwrap(parameter.group(2)), kind)
         return name, arguments
 
