@@ -3,7 +3,8 @@
 Time limits nest: a tool call within a turn (the policy's answer and the environment's step) within
 the episode. Whatever ends an episode abnormally is recorded, never scored: an exception or a time
 limit gives ``status="error"`` with its cause (``info["error_cause"]`` names the phase and kind, for
-counting); a full context window gives ``status="truncated"``. Between turns an episode waits while its
+counting); a full context window ends it as the policy's context policy says (by default
+``status="truncated"``). Between turns an episode waits while its
 :data:`turn_gate` is clear (the scheduler pauses a surplus episode there to carry it over); that pause is no
 part of any time limit.
 """
@@ -71,8 +72,7 @@ async def run_episode(
         session = policy.start(env, np.random.default_rng(seeds))
         await episode.play(session, task, watchdog)
     except ContextLimit as exc:
-        trajectory.status = "truncated"
-        trajectory.info["truncated_by"] = str(exc)
+        exc.end(trajectory)
     except asyncio.CancelledError:
         if watchdog.fired is None or watchdog.task.uncancel() > 0:
             raise  # cancelled from outside, not by a time limit

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentgym.trajectory import Trajectory
+
 
 class AgentGymError(Exception):
     """Base class of every error agentgym raises on purpose."""
@@ -48,7 +53,22 @@ class EpisodeTimeout(AgentGymError, TimeoutError):
 
 
 class ContextLimit(AgentGymError):
-    """The conversation no longer fits the model's context; the episode ends as ``truncated``."""
+    """The conversation no longer fits the model's context; the episode ends as ``overflow`` says (a context
+    policy's: ``truncation``, ``failure`` or ``penalty`` with that reward)."""
+
+    def __init__(self, message: str, overflow: str = "truncation", penalty: float = -1.0) -> None:
+        super().__init__(message)
+        self.overflow, self.penalty = overflow, penalty
+
+    def end(self, trajectory: Trajectory) -> None:
+        """End ``trajectory`` as the overflow outcome says; ``info["overflow"]`` records which and why."""
+        trajectory.info["overflow"] = {"outcome": self.overflow, "cause": str(self)}
+        if self.overflow == "truncation":
+            trajectory.status = "truncated"
+            trajectory.info["truncated_by"] = str(self)
+            return
+        trajectory.success = False
+        trajectory.reward = self.penalty if self.overflow == "penalty" else 0.0
 
 
 class ForkError(AgentGymError):

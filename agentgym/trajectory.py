@@ -50,6 +50,10 @@ class Trajectory(BaseModel):
     versions: list[int] = Field(default_factory=list)
     tree_chosen: list[bool] = Field(default_factory=list)
     """Per token, whether a tree rollout chose it instead of sampling it (empty when none did)."""
+    segments: list[int] = Field(default_factory=list)
+    """Where each token segment after the first starts (empty: one). A segment is a context the model saw whole;
+    a template that rewrites earlier turns, or a context policy's compaction, starts the next from a fresh
+    rendering."""
     reward: float = 0.0
     success: bool = False
     status: Status = "ok"
@@ -63,6 +67,8 @@ class Trajectory(BaseModel):
         lengths = {len(self.token_ids), len(self.loss_mask), len(self.logprobs), len(self.versions)}
         if len(lengths) != 1:
             raise ValueError("token_ids, loss_mask, logprobs and versions must have the same length")
+        if self.segments != sorted(set(self.segments)) or any(not 0 < s < len(self.token_ids) for s in self.segments):
+            raise ValueError("segments must be increasing starts inside token_ids, after the first")
         if self.status == "error" and not self.error:
             raise ValueError("an error trajectory must say its cause in `error`")
         return self
@@ -70,6 +76,11 @@ class Trajectory(BaseModel):
     @property
     def num_turns(self) -> int:
         return len(self.turns)
+
+    def segment_spans(self) -> list[tuple[int, int]]:
+        """Each token segment's ``(start, end)`` in ``token_ids``."""
+        starts = [0, *self.segments]
+        return list(zip(starts, [*self.segments, len(self.token_ids)], strict=True))
 
 
 def has_signal(group: Sequence[Trajectory]) -> bool:

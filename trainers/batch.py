@@ -1,4 +1,5 @@
-"""Trajectories as padded tensors: one row per trajectory, per-token arrays aligned to the predicted token."""
+"""Trajectories as padded tensors: one row per token segment (one per trajectory, unless its template rewrote earlier
+turns or its context was compacted), per-token arrays aligned to the predicted token."""
 
 from __future__ import annotations
 
@@ -29,6 +30,10 @@ class TrainBatch:
     """``[B]``, the group (task) each trajectory belongs to."""
     index: torch.Tensor
     """``[B]``, each row's trajectory's place in the list collated (rows are sorted longest first)."""
+    segment: torch.Tensor
+    """``[B]``, which of its trajectory's token segments each row is (0 for the first)."""
+    sequence_tokens: torch.Tensor
+    """``[B]``, the agent tokens of each row's whole trajectory (a sequence-mean divides by them)."""
 
     @property
     def rows(self) -> int:
@@ -42,6 +47,11 @@ class TrainBatch:
     def trained_rows(self) -> int:
         """Rows with at least one agent token (the others have no loss)."""
         return int((self.loss_mask.sum(-1) > 0).sum().item())
+
+    @property
+    def trained_sequences(self) -> int:
+        """Trajectories with at least one agent token (a sequence-mean averages over them)."""
+        return len(set(self.index[self.loss_mask.sum(-1) > 0].tolist()))
 
     def to(self, device: torch.device | str) -> TrainBatch:
         return TrainBatch(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
@@ -79,6 +89,8 @@ class TrainBatch:
             rewards=self.rewards[rows],
             groups=self.groups[rows],
             index=self.index[rows],
+            segment=self.segment[rows],
+            sequence_tokens=self.sequence_tokens[rows],
         )
 
 
@@ -86,15 +98,15 @@ class TrainBatch:
 class Share:
     """One rank's part of a step: its micro-batches, of which the last ``padding`` repeat one with weight 0 (every
     rank runs as many passes, since under FSDP each pass is a collective), and the whole step's agent tokens and
-    trained rows, which weigh each micro-batch's loss so the ranks' gradients sum to the whole batch's."""
+    trained sequences, which weigh each micro-batch's loss so the ranks' gradients sum to the whole batch's."""
 
     micro_batches: list[TrainBatch]
     padding: int
     agent_tokens: int
-    rows: int
+    sequences: int
 
     def to(self, device: torch.device | str) -> Share:
-        return Share([m.to(device) for m in self.micro_batches], self.padding, self.agent_tokens, self.rows)
+        return Share([m.to(device) for m in self.micro_batches], self.padding, self.agent_tokens, self.sequences)
 
 
 def shares(batch: TrainBatch, micro_batch_size: int, world_size: int, max_tokens: int | None = None) -> list[Share]:
@@ -113,15 +125,15 @@ def shares(batch: TrainBatch, micro_batch_size: int, world_size: int, max_tokens
             dealt[rank].append(micro)
             load[rank] += micro.padded_tokens
     passes = max(len(own) for own in dealt)
-    tokens, rows = max(batch.agent_tokens, 1), max(batch.trained_rows, 1)
+    tokens, sequences = max(batch.agent_tokens, 1), max(batch.trained_sequences, 1)
     filler = min(micros, key=lambda m: m.padded_tokens)  # a weight-0 pass only keeps the ranks in step: the cheapest
-    return [Share(own + [filler] * (passes - len(own)), passes - len(own), tokens, rows) for own in dealt]
+    return [Share(own + [filler] * (passes - len(own)), passes - len(own), tokens, sequences) for own in dealt]
 
 
 def collate(trajectories: Sequence[Trajectory], advantages: torch.Tensor, pad_id: int,
             groups: Sequence[int] | None = None) -> TrainBatch:
     """Stack ``trajectories`` (token-in/token-out records) with their ``advantages`` and group ids (default: one
-    group) into a batch, longest rows first so micro-batches pad little."""
+    group) into a batch, a row per token segment, longest rows first so micro-batches pad little."""
     if not trajectories:
         raise ValueError("cannot collate an empty list of trajectories")
     if len(advantages) != len(trajectories):
@@ -129,22 +141,24 @@ def collate(trajectories: Sequence[Trajectory], advantages: torch.Tensor, pad_id
     empty = [t for t in trajectories if len(t.token_ids) < 2]
     if empty:
         raise ValueError(f"trajectory of {empty[0].env_id} has no tokens to train on; was it played by a token policy?")
-    order = sorted(range(len(trajectories)), key=lambda i: -len(trajectories[i].token_ids))
-    length = len(trajectories[order[0]].token_ids)
-    shape = (len(order), length)
+    spans = [(i, segment, start, end) for i, t in enumerate(trajectories)
+             for segment, (start, end) in enumerate(t.segment_spans())]
+    spans.sort(key=lambda span: span[2] - span[3])
+    length = spans[0][3] - spans[0][2]
+    shape = (len(spans), length)
     input_ids = torch.full(shape, pad_id, dtype=torch.long)
     attention = torch.zeros(shape, dtype=torch.long)
     loss_mask = torch.zeros(shape, dtype=torch.float32)
     behaviour = torch.zeros(shape, dtype=torch.float32)
     versions = torch.full(shape, -1, dtype=torch.long)
-    for row, i in enumerate(order):
-        t = trajectories[i]
-        n = len(t.token_ids)
-        input_ids[row, :n] = torch.tensor(t.token_ids)
+    for row, (i, _, start, end) in enumerate(spans):
+        t, n = trajectories[i], end - start
+        input_ids[row, :n] = torch.tensor(t.token_ids[start:end])
         attention[row, :n] = 1
-        loss_mask[row, :n] = torch.tensor(t.loss_mask, dtype=torch.float32)
-        behaviour[row, :n] = torch.tensor(t.logprobs, dtype=torch.float32)
-        versions[row, :n] = torch.tensor(t.versions)
+        loss_mask[row, :n] = torch.tensor(t.loss_mask[start:end], dtype=torch.float32)
+        behaviour[row, :n] = torch.tensor(t.logprobs[start:end], dtype=torch.float32)
+        versions[row, :n] = torch.tensor(t.versions[start:end])
+    order = torch.tensor([i for i, *_ in spans], dtype=torch.long)
     return TrainBatch(
         input_ids=input_ids,
         attention_mask=attention,
@@ -152,7 +166,9 @@ def collate(trajectories: Sequence[Trajectory], advantages: torch.Tensor, pad_id
         behaviour_logprobs=behaviour[:, 1:],
         versions=versions[:, 1:],
         advantages=advantages[order].float(),
-        rewards=torch.tensor([trajectories[i].reward for i in order], dtype=torch.float32),
-        groups=torch.tensor([groups[i] if groups is not None else 0 for i in order], dtype=torch.long),
-        index=torch.tensor(order, dtype=torch.long),
+        rewards=torch.tensor([trajectories[i].reward for i in order.tolist()], dtype=torch.float32),
+        groups=torch.tensor([groups[i] if groups is not None else 0 for i in order.tolist()], dtype=torch.long),
+        index=order,
+        segment=torch.tensor([segment for _, segment, *_ in spans], dtype=torch.long),
+        sequence_tokens=torch.tensor([sum(trajectories[i].loss_mask) for i in order.tolist()], dtype=torch.float32),
     )

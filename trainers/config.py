@@ -12,6 +12,7 @@ from agentgym.algorithms.vcpo import VcpoConfig
 from agentgym.cluster.config import BackendConfig
 from agentgym.config import Config
 from agentgym.episode import Timeouts
+from agentgym.rollout.context import ContextPolicy
 from agentgym.suites import load_suite
 from agentgym.tracking.config import TrackingConfig
 from agentgym.trainers.curriculum import CurriculumConfig
@@ -256,6 +257,9 @@ class TrainConfig(Config):
     curriculum: CurriculumConfig | None = None
     """``success_window``: move each environment's level mix toward levels whose recent success is in a band."""
     engine: EngineConfig = EngineConfig()
+    context: ContextPolicy = ContextPolicy()
+    """How episodes keep within ``engine.max_context``: compaction of old turns past a budget, a per-turn
+    observation budget, and the outcome of an overflow; an env entry's own ``context`` overrides it."""
     sampling: SamplingSection = SamplingSection()
     algorithm: AlgorithmSection = AlgorithmSection()
     optim: OptimSection = OptimSection()

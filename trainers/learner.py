@@ -65,8 +65,9 @@ class Learner:
         self.model, self.config = model, config
         self.device = next(model.parameters()).device
         self.version = 0
-        self.trainer_logprobs: dict[int, list[float]] = {}
-        """The last step's first-pass logprobs of this rank's trained rows' agent tokens, by collated place."""
+        self.trainer_logprobs: dict[tuple[int, int], list[float]] = {}
+        """The last step's first-pass logprobs of this rank's trained rows' agent tokens, by collated place and
+        segment (:func:`trajectory_logprobs` joins a trajectory's)."""
         exact = config.algorithm.old_logprobs == "exact"
         if config.trainer.activation_checkpointing:  # non-reentrant: works under ddp and fsdp, and with no_grad
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -147,7 +148,7 @@ class Learner:
             with gradient_sync(self.policy, index == passes - 1):
                 loss, micro_metrics, proximal = self._micro_step(micro)
                 token_share = 0.0 if padding else micro.agent_tokens / share.agent_tokens
-                loss_share = token_share if token_mean or padding else micro.trained_rows / share.rows
+                loss_share = token_share if token_mean or padding else micro.trained_rows / share.sequences
                 (loss * loss_share * scale).backward()
             if not padding:
                 _combine(metrics, micro_metrics, token_share=token_share, loss_share=loss_share)
@@ -156,7 +157,8 @@ class Learner:
                 log_weights += sequence_log_weights(proximal, micro.behaviour_logprobs, agent)[trained].tolist()
                 if record:
                     for row in trained.nonzero()[:, 0].tolist():
-                        self.trainer_logprobs[int(micro.index[row])] = proximal[row][agent[row]].tolist()
+                        key = int(micro.index[row]), int(micro.segment[row])
+                        self.trainer_logprobs[key] = proximal[row][agent[row]].tolist()
         metrics["train/grad_norm"] = clip_gradients(self.policy.parameters(), self.config.optim.grad_clip)
         metrics["train/lr"] = self.scheduler.get_last_lr()[0]
         metrics.update(self._ess_step(log_weights))
@@ -306,7 +308,7 @@ class Learner:
         stale = agent & (micro.versions < self.version)
         old, missing = self._old_logprobs(micro, proximal, stale)
         loss, metrics = policy_loss(logprobs, old, micro.behaviour_logprobs, micro.advantages, micro.loss_mask,
-                                    algorithm.loss, entropy=entropy.detach())
+                                    algorithm.loss, entropy=entropy.detach(), sequence_tokens=micro.sequence_tokens)
         if algorithm.entropy_coef:
             loss = loss - algorithm.entropy_coef * masked_mean(entropy, agent)
         fresh = agent & ~stale
@@ -348,6 +350,12 @@ means over agent tokens, weighted by the micro-batch's share of them, or extreme
 _STEP_METRICS = ("train/grad_norm", "train/lr", "train/ess", "train/ess_ratio", "train/effective_lr",
                  "train/baseline_mean", "train/baseline_shift")
 """Metrics of the whole step, the same on every rank (the baseline's only with ``vcpo.baseline: min_variance``)."""
+
+
+def trajectory_logprobs(pieces: dict[tuple[int, int], list[float]], place: int) -> list[float]:
+    """The trainer logprobs of the trajectory collated at ``place``: its segments' in order (empty if untrained)."""
+    segments = sorted(segment for p, segment in pieces if p == place)
+    return [value for segment in segments for value in pieces[place, segment]]
 
 
 def merge_metrics(parts: list[dict[str, float]], batch: TrainBatch) -> dict[str, float]:

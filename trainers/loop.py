@@ -75,7 +75,7 @@ from agentgym.trainers.checkpoint import (
 from agentgym.trainers.config import TrainConfig
 from agentgym.trainers.curriculum import SuccessWindow
 from agentgym.trainers.forced_lag import LaggedEngine
-from agentgym.trainers.learner import MODEL_DIR, Learner, load_model, resolve_device
+from agentgym.trainers.learner import MODEL_DIR, Learner, load_model, resolve_device, trajectory_logprobs
 from agentgym.trainers.metrics import by_environment, eval_by_environment
 from agentgym.trainers.mixture import SuiteMixture
 from agentgym.trainers.mux.client import MuxClient
@@ -323,7 +323,10 @@ class _Run:
         """A policy sampling from ``engine`` (under a forced lag, from the engine behind it)."""
         if isinstance(engine, LaggedEngine):
             engine = engine.engine
-        return LMPolicy(engine, self._sampling(temperature), max_context=self.config.engine.max_context, name="learner")
+        config = self.config
+        contexts = {source.id: source.context for source in config.sources if source.context is not None}
+        return LMPolicy(engine, self._sampling(temperature), max_context=config.engine.max_context,
+                        context=config.context, contexts=contexts, name="learner")
 
     def _sampling(self, temperature: float | None = None) -> SamplingParams:
         """The configured sampling, at ``temperature`` where given."""
@@ -494,7 +497,7 @@ class _Run:
                 trajectory, step=self.learner.version, position=group["index"], carried=bool(group["carry"]),
                 member=member, outcome="uniform" if outcome == "trained" and place is None else outcome,
                 advantage=None if place is None else advantages[index],
-                trainer_logprobs=() if place is None else self.learner.trainer_logprobs.get(place, ())))
+                trainer_logprobs=() if place is None else trajectory_logprobs(self.learner.trainer_logprobs, place)))
         self.rollouts.append(records)
 
     def _pad_id(self) -> int:

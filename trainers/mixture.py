@@ -14,6 +14,7 @@ from pydantic import Discriminator, Field, Tag, ValidationInfo, field_validator
 
 from agentgym.config import Config
 from agentgym.parsers import resolve_parser
+from agentgym.rollout.context import ContextPolicy
 from agentgym.suites import load_suite
 from agentgym.tasks import SPLIT_SEED_BASE, Task
 
@@ -29,6 +30,8 @@ class EnvEntry(Config):
     """Its share of the train tasks, relative to the other environments' weights."""
     seed_start: int = Field(0, ge=0)
     """Its train tasks take seeds of the train split from here (plus the task's position)."""
+    context: ContextPolicy | None = None
+    """Its episodes' context policy, in place of the run's ``context``."""
 
     @field_validator("difficulties")
     @classmethod
@@ -95,6 +98,8 @@ class Source:
     seed_start: int = 0
     pool: dict[str | None, tuple[Task, ...]] | None = None
     """A suite's train tasks by level, in file order; ``None``: tasks are generated."""
+    context: ContextPolicy | None = None
+    """Its episodes' context policy (None: the run's)."""
 
     def task(self, difficulty: str | None, position: int, drawn: int) -> Task:
         """The train task at ``position``, the ``drawn``-th of its level handed out so far."""
@@ -120,7 +125,8 @@ def sources(env: EnvEntry | list[EnvEntry] | SuiteMixture) -> list[Source]:
     if len(set(ids)) != len(ids):
         raise ValueError(f"env names {sorted({i for i in ids if ids.count(i) > 1})} more than once; "
                          "give each environment one entry (several levels go in its difficulties)")
-    return [Source(e.id, e.kwargs, e.weight, tuple(e.difficulties), e.seed_start) for e in entries]
+    return [Source(e.id, e.kwargs, e.weight, tuple(e.difficulties), e.seed_start, context=e.context)
+            for e in entries]
 
 
 def with_parser(env: Any, model: str) -> Any:

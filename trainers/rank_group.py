@@ -44,7 +44,7 @@ class RankGroup:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         self.config, self.version = config, 0
-        self.trainer_logprobs: dict[int, list[float]] = {}
+        self.trainer_logprobs: dict[tuple[int, int], list[float]] = {}
         trainer = config.trainer
         self._ranks: list[Any] = []
         self._group: Any = None

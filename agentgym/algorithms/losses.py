@@ -8,7 +8,9 @@ loss and its mask zeroes it (:mod:`agentgym.algorithms.corrections`). Aggregatio
 
 - ``token-mean``: the sum over every agent token of the batch divided by their number (DAPO);
 - ``sequence-mean``: each row's mean over its agent tokens, then the mean over rows that have any
-  (GRPO's original form: a short answer's tokens weigh more than a long one's).
+  (GRPO's original form: a short answer's tokens weigh more than a long one's). A trajectory split into several
+  rows (token segments) passes its whole agent-token count as each row's ``sequence_tokens``, so its rows' sums
+  add up to its one mean.
 """
 
 from __future__ import annotations
@@ -49,15 +51,18 @@ class PolicyLossConfig(Config):
         return dual_clip
 
 
-def aggregate(token_losses: torch.Tensor, loss_mask: torch.Tensor, aggregation: Aggregation) -> torch.Tensor:
-    """Reduce ``[B, T]`` token losses over the agent tokens of ``loss_mask`` (rows without any left out)."""
+def aggregate(token_losses: torch.Tensor, loss_mask: torch.Tensor, aggregation: Aggregation,
+              sequence_tokens: torch.Tensor | None = None) -> torch.Tensor:
+    """Reduce ``[B, T]`` token losses over the agent tokens of ``loss_mask`` (rows without any left out); a
+    sequence-mean divides each row's sum by its ``[B]`` ``sequence_tokens`` where given, else by its own count."""
     if aggregation == "token-mean":
         return masked_mean(token_losses, loss_mask)
     if aggregation == "sequence-mean":
         mask = loss_mask.bool()
         counts = mask.sum(-1)
         rows = counts > 0
-        return masked_mean(torch.where(mask, token_losses, 0.0).sum(-1) / counts.clamp(min=1), rows)
+        divisor = counts if sequence_tokens is None else sequence_tokens.to(counts.device)
+        return masked_mean(torch.where(mask, token_losses, 0.0).sum(-1) / divisor.clamp(min=1), rows)
     raise ValueError(f"unknown aggregation {aggregation!r}; choose one of: token-mean, sequence-mean")
 
 
@@ -70,10 +75,12 @@ def policy_loss(
     config: PolicyLossConfig | None = None,
     *,
     entropy: torch.Tensor | None = None,
+    sequence_tokens: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The corrected PPO loss of ``[B, T]`` learner logprobs (with grad) against ``pi_old``, and its
     ``train/`` metrics. ``advantages`` is ``[B]`` (one per trajectory) or ``[B, T]``; ``entropy``
-    (``[B, T]``) is only logged; no ``config``: :class:`PolicyLossConfig`'s defaults (clip 0.2, TIS at 2)."""
+    (``[B, T]``) is only logged; ``sequence_tokens`` (``[B]``) as :func:`aggregate` takes it; no ``config``:
+    :class:`PolicyLossConfig`'s defaults (clip 0.2, TIS at 2)."""
     config = config or PolicyLossConfig()
     _check_shapes(
         logprobs,
@@ -104,7 +111,7 @@ def policy_loss(
         metrics["train/dual_clip_fraction"] = masked_mean(dual.float(), agent).item()
     correction = off_policy_correction(old_logprobs, behaviour_logprobs, loss_mask, config.correction)
     token_losses = torch.where(correction.keep, correction.weights * token_losses, 0.0)
-    loss = aggregate(token_losses, loss_mask, config.aggregation)
+    loss = aggregate(token_losses, loss_mask, config.aggregation, sequence_tokens)
     metrics["train/policy_loss"] = loss.item()
     metrics["train/approx_kl"] = k3_kl(log_ratio.detach(), agent).item()
     metrics.update(correction.metrics)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from agentgym.inference.types import (
     TreeResult,
 )
 from agentgym.messages import Message
+from agentgym.rollout.context import ContextPolicy
 from agentgym.rollout.render import ChatRenderer
 from agentgym.rollout.tokens import TokenRecord
 from agentgym.trajectory import Trajectory
@@ -29,8 +31,9 @@ class EngineAborted(AgentGymError):
 
 class LMPolicy:
     """Samples each turn from ``engine`` (token-in, token-out) and records every token with its mask,
-    behaviour logprob and policy version. ``max_context`` caps prompt plus response; a conversation
-    that outgrows it ends the episode as ``truncated``."""
+    behaviour logprob and policy version. ``max_context`` caps prompt plus response; ``context`` (or, for an
+    environment made under an id in ``contexts``, that one) says how a conversation is kept within it and how an
+    episode that outgrows it ends."""
 
     def __init__(
         self,
@@ -38,13 +41,30 @@ class LMPolicy:
         sampling: SamplingParams | None = None,
         *,
         max_context: int = 4096,
+        context: ContextPolicy | None = None,
+        contexts: Mapping[str, ContextPolicy] | None = None,
         name: str | None = None,
     ) -> None:
         self.engine = engine
         self.sampling = sampling or SamplingParams()
         self.max_context = max_context
+        self.context = context or ContextPolicy()
+        self.contexts = dict(contexts or {})
         self.renderer = ChatRenderer(engine.tokenizer)
         self.name = name or f"{engine.name}-model"
+
+    def context_for(self, env: Env) -> ContextPolicy:
+        """The context policy of episodes in ``env``: its id's own, else the policy's."""
+        spec = getattr(env, "spec", None)
+        return self.contexts.get(getattr(spec, "id", ""), self.context)
+
+    def record(self, env: Env) -> TokenRecord:
+        """An empty token record for an episode in ``env``, with its context policy and budget."""
+        context = self.context_for(env)
+        budget = None
+        if context.strategy != "none":
+            budget = context.budget or max(1, self.max_context - self.sampling.max_tokens)
+        return TokenRecord(self.renderer, [t.to_openai() for t in env.tools], context, budget)
 
     def start(self, env: Env, rng: np.random.Generator) -> TokenSession:
         return TokenSession(self, env, rng)
@@ -59,7 +79,7 @@ class TokenSession:
 
     def __init__(self, policy: LMPolicy, env: Env, rng: np.random.Generator) -> None:
         self.policy, self.env, self.rng = policy, env, rng
-        self.tokens = TokenRecord(policy.renderer, [t.to_openai() for t in env.tools])
+        self.tokens = policy.record(env)
         self.id = uuid.uuid4().hex
         """Routes the episode's requests to one engine replica (a fork keeps its parent's, to share its prefix)."""
 
@@ -94,7 +114,9 @@ class TokenSession:
         context = self.tokens.observe(observation)
         room = self.policy.max_context - len(context)
         if room < 1:
-            raise ContextLimit(f"the conversation fills the context ({len(context)} of {self.policy.max_context} tokens)")
+            policy = self.tokens.context
+            raise ContextLimit(f"the conversation fills the context ({len(context)} of {self.policy.max_context} "
+                               "tokens)", policy.overflow, policy.penalty)
         sampling = self.policy.turn_sampling(self.rng)
         sampling = sampling.model_copy(update={"max_tokens": min(sampling.max_tokens, room), "seed": int(self.rng.integers(2**31))})
         return GenerationRequest(prompt_ids=context, images=list(self.tokens.images), sampling=sampling,

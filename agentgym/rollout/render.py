@@ -1,10 +1,11 @@
 """Token-in, token-out rendering: the conversation becomes token ids once and only grows.
 
 The opening messages are rendered with the model's chat template; each later observation is rendered
-as the *difference* the template adds after a finished assistant turn, tokenised on its own and
+as the *difference* the template adds after the finished assistant turn, tokenised on its own and
 appended. History is never re-tokenised, so the ids the engine saw at one turn are a prefix of the
-ids it sees at the next, and decoding a whole trajectory gives the template's rendering of the
-conversation.
+ids it sees at the next. A template that renders earlier turns differently once later ones follow
+(Qwen3's drops past reasoning) has no such difference: :meth:`ChatRenderer.observation_ids` says so,
+and the token record starts a new segment from a fresh rendering.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ class ChatRenderer:
             raise ValueError("the tokenizer has no chat template; build the model with `agentgym model init` "
                              "or use a chat model's tokenizer")
         self.tokenizer = tokenizer
-        self._probe = self._render(_PROBE)
-        after_reply = self._probe[self._probe.rindex(_PROBE[1]["content"]) + len(_PROBE[1]["content"]):]
+        probe = self._render(_PROBE)
+        after_reply = probe[probe.rindex(_PROBE[1]["content"]) + len(_PROBE[1]["content"]):]
         eos = tokenizer.eos_token or ""
         if not eos or not after_reply.startswith(eos):
             raise ValueError(f"the chat template must close an assistant turn with the eos token {eos!r}; "
@@ -40,13 +41,15 @@ class ChatRenderer:
         """The opening prompt: ``messages`` with ``tools``, ending in the assistant's generation prompt."""
         return self.encode(self._render(messages, tools=tools or None, add_generation_prompt=True))
 
-    def observation_ids(self, messages: list[dict[str, Any]]) -> list[int]:
-        """What follows a closed assistant turn: ``messages`` and the next generation prompt."""
-        rendered = self._render(_PROBE + messages, add_generation_prompt=True)
-        if not rendered.startswith(self._probe):
-            raise ValueError("the chat template renders earlier messages differently once later ones are "
-                             "added; token-in, token-out rollout needs a prefix-stable template")
-        return self.encode(rendered[len(self._probe):])
+    def observation_ids(self, history: list[dict[str, Any]], messages: list[dict[str, Any]],
+                        tools: list[dict[str, Any]] | None = None) -> list[int] | None:
+        """What follows ``history``'s closed last assistant turn: ``messages`` and the next generation prompt; None
+        where the template renders ``history`` differently once ``messages`` follow it."""
+        before = self._render(history, tools=tools or None)
+        after = self._render(history + messages, tools=tools or None, add_generation_prompt=True)
+        if not after.startswith(before):
+            return None
+        return self.encode(after[len(before):])
 
     def close_ids(self, generated: list[int]) -> list[int]:
         """Ids to append after a response so the turn is closed the way the template closes it."""
@@ -65,6 +68,10 @@ class ChatRenderer:
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def head(self, text: str, tokens: int) -> str:
+        """The text of ``text``'s first ``tokens`` tokens."""
+        return str(self.tokenizer.decode(self.encode(text)[:tokens]))
 
     def _render(self, messages: list[dict[str, Any]], **kwargs: Any) -> str:
         return str(self.tokenizer.apply_chat_template(messages, tokenize=False, **kwargs))

@@ -126,7 +126,7 @@ class _Tree:
             await self._turn(width)
 
     async def play_on(self, seat: _Seat) -> None:
-        """Finish a seat's episode by ordinary sampling; a full context ends it as ``truncated``."""
+        """Finish a seat's episode by ordinary sampling; a full context ends it as the context policy says."""
         observation = seat.observations[-1]
         before = sum(seat.session.tokens.loss_mask)
         try:
@@ -138,8 +138,7 @@ class _Tree:
                 observation = seat.trajectory.turns[-1].observation
         except ContextLimit as exc:
             seat.done = True
-            seat.trajectory.status = "truncated"
-            seat.trajectory.info["truncated_by"] = str(exc)
+            exc.end(seat.trajectory)
         finally:
             self.decoded += sum(seat.session.tokens.loss_mask) - before
 

@@ -12,29 +12,15 @@ import numpy as np
 import pytest
 
 from agentgym import OraclePolicy, Task, run_episode
-from agentgym.inference import GenerationRequest, GenerationResult, SamplingParams
+from agentgym.inference import SamplingParams
 from agentgym.inference.torch_engine import TorchEngine
 from agentgym.messages import ImagePart
 from agentgym.policies.lm import LMPolicy
 from agentgym.registration import make
+from tests.rollout.recording import RecordingEngine
 
 pytestmark = pytest.mark.browser
 PNG = b"\x89PNG\r\n\x1a\n"
-
-
-class RecordingEngine:
-    """The torch engine, keeping each request it was sent."""
-
-    def __init__(self, engine: TorchEngine) -> None:
-        self.engine = engine
-        self.requests: list[GenerationRequest] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.engine, name)
-
-    async def generate(self, request: GenerationRequest) -> GenerationResult:
-        self.requests.append(request)
-        return await self.engine.generate(request)
 
 
 def _images(messages: list[Any]) -> list[ImagePart]:

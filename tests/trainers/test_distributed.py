@@ -81,7 +81,7 @@ def test_shares_deal_every_micro_batch_once_and_pad_to_equal_passes(tiny_model_d
     batch = _batch(tiny_model_dir, _config(tiny_model_dir))
     two = shares(batch, 2, 2)
     assert [len(s.micro_batches) for s in two] == [2, 2] and [s.padding for s in two] == [0, 1]
-    assert {(s.agent_tokens, s.rows) for s in two} == {(batch.agent_tokens, batch.trained_rows)}
+    assert {(s.agent_tokens, s.sequences) for s in two} == {(batch.agent_tokens, batch.trained_sequences)}
     dealt = [m for s in two for m in s.micro_batches[: len(s.micro_batches) - s.padding]]
     assert sum(m.agent_tokens for m in dealt) == batch.agent_tokens == 17
     assert sum(m.rows for m in dealt) == 5

@@ -12,7 +12,7 @@ from transformers import AutoModelForCausalLM
 from agentgym.algorithms import policy_loss
 from agentgym.trainers.batch import TrainBatch, collate
 from agentgym.trainers.config import TrainConfig
-from agentgym.trainers.learner import Learner
+from agentgym.trainers.learner import Learner, trajectory_logprobs
 from agentgym.trajectory import Trajectory
 from tests.trainers.envs import VOWELS_ID
 
@@ -260,3 +260,35 @@ def _counting(forward: Any, calls: list[int]) -> Any:
         return forward(*args, **kwargs)
     return counted
 
+
+
+@pytest.mark.parametrize("aggregation", ["token-mean", "sequence-mean"])
+@pytest.mark.parametrize("micro_batch_size", [4, 1])
+def test_a_trajectory_in_segments_trains_as_its_one_row_does(tiny_model_dir, aggregation, micro_batch_size):
+    """Two turns as one row, or as two segments (the second repeating the first's context untrained, as a fresh
+    rendering does): the same contexts, so the same loss, gradient and trainer logprobs."""
+    first, observation, second = [10, 11, 12], [50, 51], [20, 21, 22, 23]
+    whole = _trajectory(first + observation + second)
+    whole.loss_mask[len(PROMPT) + len(first):len(PROMPT) + len(first) + len(observation)] = [0, 0]
+    opening = PROMPT + first
+    split = Trajectory(
+        env_id=VOWELS_ID, token_ids=opening + whole.token_ids, segments=[len(opening)],
+        loss_mask=[0] * len(PROMPT) + [1] * len(first) + [0] * (len(opening) + len(observation)) + [1] * len(second),
+        logprobs=[0.0] * (2 * len(opening) + len(observation) + len(second)),
+        versions=[-1] * len(PROMPT) + [0] * len(first) + [-1] * (len(opening) + len(observation)) + [0] * len(second))
+    other = _trajectory([30, 31], prompt=PROMPT[:3])
+    results = []
+    for trajectories in ([whole, other], [split, other]):
+        learner = _learner(tiny_model_dir, optim={"grad_clip": None}, trainer={"micro_batch_size": micro_batch_size},
+                           algorithm={"loss": {"aggregation": aggregation}})
+        batch = _batch(learner, trajectories, [1.0, -0.5])
+        metrics = learner.step(batch)
+        grads = torch.cat([p.grad.flatten() for p in learner.model.parameters()])
+        results.append((grads, metrics, trajectory_logprobs(learner.trainer_logprobs, 0)))
+    (grads, metrics, logprobs), (split_grads, split_metrics, split_logprobs) = results
+    assert grads.abs().max() > 0.1
+    torch.testing.assert_close(split_grads, grads, rtol=1e-4, atol=1e-6)
+    for key in ("train/loss", "train/policy_loss", "train/clip_fraction"):
+        assert split_metrics[key] == pytest.approx(metrics[key], rel=1e-4, abs=1e-7), key
+    assert len(split_logprobs) == len(logprobs) == len(first) + len(second)
+    assert split_logprobs == pytest.approx(logprobs, abs=1e-5)
