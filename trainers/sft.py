@@ -79,15 +79,16 @@ def demonstration_rows(
     concurrency: int = 16,
 ) -> list[Row]:
     """Play the oracle on ``tasks`` (a ``noise`` share of turns random, see :class:`DemonstrationPolicy`); one
-    ``{"input_ids", "assistant_masks"}`` row per kept episode (in finishing order): the chat-template tokens,
-    and 1 on the agent's tokens to learn. Errored episodes are left out."""
+    ``{"input_ids", "assistant_masks"}`` row per kept episode's token segment (in finishing order): the
+    chat-template tokens, and 1 on the agent's tokens to learn. Errored episodes are left out."""
     policy = DemonstrationPolicy(get_policy("oracle"), tokenizer, noise=noise)
     rows = []
     for trajectory in iterate_rollouts(
         env_id, policy, tasks, RolloutConfig(concurrency=concurrency), env_kwargs=env_kwargs
     ):
         if trajectory.status == "ok" and (trajectory.success or not successful_only):
-            rows.append({"input_ids": trajectory.token_ids, "assistant_masks": trajectory.loss_mask})
+            rows += [{"input_ids": trajectory.token_ids[start:end], "assistant_masks": trajectory.loss_mask[start:end]}
+                     for start, end in trajectory.segment_spans()]
     return rows
 
 

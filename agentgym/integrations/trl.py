@@ -51,6 +51,7 @@ from trl.models.utils import unwrap_model_for_generation
 
 from agentgym.core import Env
 from agentgym.episode import Timeouts, run_episode
+from agentgym.errors import AgentGymError
 from agentgym.inference.torch_engine import TorchEngine
 from agentgym.inference.types import GenerationRequest, GenerationResult, SamplingParams
 from agentgym.messages import Message, ToolCall
@@ -389,6 +390,12 @@ def _rollout_output(trajectories: list[Trajectory], eos: int) -> dict[str, list[
         key: [] for key in ("prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward", "env_error")
     }
     for trajectory in trajectories:
+        if trajectory.segments:
+            raise AgentGymError(
+                f"an episode of {trajectory.env_id} is in {len(trajectory.segments) + 1} token segments (its chat "
+                "template rewrites earlier turns, or a context policy compacted it): TRL trains one sequence per "
+                "sample, which would put later turns under a context they were not sampled under; train it with "
+                "`agentgym train`, which trains each segment as a row")
         start = (trajectory.info.get("prompt_lengths") or [len(trajectory.token_ids)])[0]
         agent = [i for i, flag in enumerate(trajectory.loss_mask) if flag]
         end = agent[-1] + 1 if agent else start

@@ -16,8 +16,10 @@ from trl import GRPOConfig, GRPOTrainer
 
 import agentgym
 from agentgym import Env, Message, tool
-from agentgym.integrations.trl import EnvReward, EnvRollout, env_dataset, episode_reward
+from agentgym.errors import AgentGymError
+from agentgym.integrations.trl import EnvReward, EnvRollout, _rollout_output, env_dataset, episode_reward
 from agentgym.registration import make
+from agentgym.trajectory import Trajectory
 from tests.whole_text import WholeText
 
 
@@ -320,3 +322,11 @@ def test_env_rollout_with_trls_own_generation_plays_whole_episodes_turn_by_turn(
     assert means == [pytest.approx(sum(SayEnv.paid[:8]) / 4, rel=1e-5), pytest.approx(sum(SayEnv.paid[8:]) / 4, rel=1e-5)]
     assert 0 < rollout.generation_seconds < rollout.seconds
     assert _weights_changed(trainer, model_dir)
+
+
+def test_an_episode_in_token_segments_is_refused_rather_than_trained_under_another_context():
+    """TRL trains a sample as one sequence; a re-rendered second segment would put its turn under both."""
+    trajectory = Trajectory(env_id="test/Segments-v0", token_ids=[1, 2, 3, 1, 2, 3, 4], loss_mask=[0, 0, 1, 0, 0, 0, 1],
+                            logprobs=[0.0] * 7, versions=[-1] * 7, segments=[3])
+    with pytest.raises(AgentGymError, match="2 token segments.*agentgym train"):
+        _rollout_output([trajectory], eos=0)
