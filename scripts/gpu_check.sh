@@ -2,7 +2,8 @@
 # One-command GPU check (about 8 minutes on an H100/H200-class GPU): vLLM's GPU build with the ipc weight transport
 # (generation, weight updates, logprob parity with the trainer), colocation with vLLM's sleep mode, FSDP2 on one CUDA
 # rank, a few RL steps of a Qwen2.5-0.5B-shaped model built locally, two SWE steps of a Qwen2.5-Coder-1.5B-shaped one
-# where Docker and the swe images are there, and the gpu-marked tests; writes
+# where Docker and the swe images are there, two steps on a Qwen3-style template with LoRA adapters and token-budget
+# micro-batches, and the gpu-marked tests; writes
 # benchmarks/results/gpu.json. The checks are benchmarks/perf/gpu.py's; arguments go to it (e.g. --only rl_steps).
 #
 # Exit status: 0 every check passed; 1 a check failed, or there is a GPU that .venv cannot use; 2 bad arguments;
@@ -12,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 skipped=77
 if [ "${1-}" = -h ] || [ "${1-}" = --help ]; then  # this header, then the checks' own options where Python runs
-  sed -n '2,10s/^# \{0,1\}//p' scripts/gpu_check.sh
+  sed -n '2,11s/^# \{0,1\}//p' scripts/gpu_check.sh
   if [ -x .venv/bin/python ]; then echo; .venv/bin/python benchmarks/perf/gpu.py --help | sed -n '/^options:/,$p'; fi
   exit 0
 fi

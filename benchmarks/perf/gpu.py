@@ -7,23 +7,27 @@ fails, hangs or takes the process down is recorded with its error and the next o
 
 - ``model`` (25 s, on the CPU): builds the ``qwen2.5-0.5b`` preset (Qwen2.5-0.5B's shape, 494M parameters, random
   weights) with ``agentgym.models.init_model``; every later check uses it.
-- ``vllm_ipc`` (120 s): ``VLLMEngine`` on vLLM's GPU build with the ``ipc`` weight transport, bfloat16, vLLM's own
+- ``vllm_ipc`` (110 s): ``VLLMEngine`` on vLLM's GPU build with the ``ipc`` weight transport, bfloat16, vLLM's own
   compilation and CUDA graphs unless ``--eager``: generated tokens/s of waves of seeded requests; weight updates from
   a trainer-side copy on the GPU with other weights (seconds per GB); then parity: the Learner's logprobs of the
   tokens the engine sampled under the new weights against the engine's own (k3 and mean |diff| within tolerance),
   and the same tokens against the start weights, which must differ (the check could tell stale weights apart).
-- ``colocate`` (70 s): two steps of ``agentgym train`` with ``trainer.colocate: true`` (vLLM's sleep mode frees the
+- ``colocate`` (60 s): two steps of ``agentgym train`` with ``trainer.colocate: true`` (vLLM's sleep mode frees the
   GPU while the learner steps; the learner waits on the CPU while the engine generates).
 - ``fsdp`` (80 s): two steps with ``trainer.strategy: fsdp`` on one rank (a Ray actor holding the GPU, FSDP2's
   ``fully_shard`` in an nccl process group of one), the engine in this process.
-- ``rl_steps`` (95 s): five steps of 16 groups of 8 FrozenLake episodes (4 turns of up to 128 tokens) with the learner
+- ``rl_steps`` (85 s): five steps of 16 groups of 8 FrozenLake episodes (4 turns of up to 128 tokens) with the learner
   in this process: training tokens/s, model FLOPs utilisation, the rollout's generated tokens/s, publish seconds per
   GB and the behaviour/trainer logprob mismatch from the run's ``rollouts.jsonl``; the first step is left out as
   warm-up.
-- ``swe_steps`` (150 s): two steps of ``trainers/configs/gpu-swe-coder.yaml`` (the SWE environment, episodes in
+- ``swe_steps`` (120 s): two steps of ``trainers/configs/gpu-swe-coder.yaml`` (the SWE environment, episodes in
   docker sandboxes) on the ``qwen2.5-coder-1.5b`` preset built in the check (Qwen2.5-Coder-1.5B's shape, random
   weights). Where no Docker engine runs or the swe images are not built (building them needs a Debian mirror and
   PyPI), it passes with ``skipped`` in its figures saying why, in seconds.
+- ``templates_lora`` (60 s): two steps on the preset given a Qwen3-style chat template (earlier turns rewritten, so
+  episodes train in token segments), with LoRA adapters (``model.lora``) whose merged weights are published to vLLM,
+  and token-budget micro-batches (``trainer.max_tokens_per_micro_batch``): segments per episode, publish seconds per
+  update and the behaviour/trainer logprob mismatch (which only stays small if each segment is its sampled context).
 - ``gpu_tests`` (80 s): the test suite's ``gpu``-marked tests (``pytest -m gpu``); a skip counts as a failure here.
 
 Writes ``benchmarks/results/gpu.json`` (``--out``) and prints it as the last line; the per-check logs stay in a
@@ -360,15 +364,17 @@ def checks(options: Options) -> list[Check]:
     return [
         Check("model", 25, f"build the {PRESET} preset (Qwen2.5-0.5B's shape, random weights) on the CPU",
               child("model")),
-        Check("vllm_ipc", 120, "vLLM's GPU build, ipc weight transport: generation, weight updates, logprob parity",
+        Check("vllm_ipc", 110, "vLLM's GPU build, ipc weight transport: generation, weight updates, logprob parity",
               child("vllm_ipc")),
-        Check("colocate", 70, "two steps with trainer.colocate (vLLM's sleep mode)", child("colocate")),
+        Check("colocate", 60, "two steps with trainer.colocate (vLLM's sleep mode)", child("colocate")),
         Check("fsdp", 80, "two steps with trainer.strategy fsdp on one CUDA rank (FSDP2, nccl, a Ray actor)",
               child("fsdp")),
-        Check("rl_steps", 95, "five RL steps: training tokens/s, MFU, rollout throughput, publish time",
+        Check("rl_steps", 85, "five RL steps: training tokens/s, MFU, rollout throughput, publish time",
               child("rl_steps")),
-        Check("swe_steps", 150, "two RL steps of gpu-swe-coder.yaml (a Qwen2.5-Coder-1.5B shape built here) on "
+        Check("swe_steps", 120, "two RL steps of gpu-swe-coder.yaml (a Qwen2.5-Coder-1.5B shape built here) on "
                                 "the SWE environment, where Docker and its images are present", child("swe_steps")),
+        Check("templates_lora", 60, "two steps on a Qwen3-style template (token segments) with LoRA adapters "
+                                    "published merged to vLLM and token-budget micro-batches", child("templates_lora")),
         Check("gpu_tests", 80, "the test suite's gpu-marked tests", child("gpu_tests")),
     ]
 
@@ -592,6 +598,25 @@ def check_rl_steps(options: Options, figures: dict[str, Any]) -> None:
                    mfu=round(mfu(parameters, tokens_per_second, peak), 4) if peak and tokens_per_second else None)
 
 
+def check_templates_lora(options: Options, figures: dict[str, Any]) -> None:
+    """Issue-52 paths together on the GPU: a template that rewrites earlier turns, adapters, token budgets."""
+    sys.path.insert(0, str(ROOT))
+    from tests.qwen3_style import qwen3_style_model
+
+    model = qwen3_style_model(options.model, options.work / "qwen3-style")
+    run_dir = _train(options, "templates_lora", figures, {
+        "model": {"path": str(model), "lora": {"r": 16, "alpha": 32, "target_modules": "all-linear"}},
+        "optim": {"lr": 1.0e-5},
+        "trainer": {"groups_per_step": 4, "micro_batch_size": 64, "max_tokens_per_micro_batch": 16384},
+    })
+    segments = [len(json.loads(line)["trajectory"]["segments"]) + 1
+                for line in (run_dir / "rollouts.jsonl").read_text().splitlines()
+                if json.loads(line)["outcome"] == "trained"]
+    figures.update(segments_per_episode=round(statistics.mean(segments), 2) if segments else None)
+    if not segments or max(segments) < 2:
+        raise CheckFailed("no trained episode was in more than one token segment under the Qwen3-style template")
+
+
 def check_gpu_tests(options: Options, figures: dict[str, Any]) -> None:
     """``pytest -m gpu`` on the test files that mark tests ``gpu`` (found by reading them, not by collecting all)."""
     from xml.etree import ElementTree
@@ -656,7 +681,8 @@ def check_swe_steps(options: Options, figures: dict[str, Any]) -> None:
 
 CHILDREN: dict[str, Callable[[Options, dict[str, Any]], None]] = {
     "model": check_model, "vllm_ipc": check_vllm_ipc, "colocate": check_colocate, "fsdp": check_fsdp,
-    "rl_steps": check_rl_steps, "swe_steps": check_swe_steps, "gpu_tests": check_gpu_tests,
+    "rl_steps": check_rl_steps, "swe_steps": check_swe_steps, "templates_lora": check_templates_lora,
+    "gpu_tests": check_gpu_tests,
 }
 
 
