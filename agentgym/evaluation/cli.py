@@ -8,11 +8,11 @@ import sys
 import time
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import click
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from rich.table import Table
 
 from agentgym.cli import _bad_arguments, _select, err, out
@@ -31,12 +31,14 @@ from agentgym.policies.engines import engine_policy
 from agentgym.progress import LiveProgress
 from agentgym.registration import make
 from agentgym.rollout.config import TreeRollout
+from agentgym.rollout.context import ContextPolicy
 from agentgym.rollout.runner import Backend
 from agentgym.suites import load_suite, suite_names
 from agentgym.tasks import Task, TaskSet
 
 NOTHING_SCORED_EXIT = 3
 """The exit status of ``agentgym eval`` when no episode was scored (every one lost to infrastructure)."""
+SettingsT = TypeVar("SettingsT", bound=BaseModel)
 
 
 @click.command("eval")
@@ -66,6 +68,9 @@ NOTHING_SCORED_EXIT = 3
 @click.option("--latr", "latr_args", multiple=True, metavar="KEY=VALUE",
               help="With --sampling latr: one of LATR's settings (rollout.latr of training, a YAML value), e.g. "
                    "tau_abs=0.1 or forced_turn=4; repeatable.")
+@click.option("--context", "context_args", multiple=True, metavar="KEY=VALUE",
+              help="A model's context policy, as `context:` of training (strategy, budget, compact_to, "
+                   "observation_tokens, overflow, penalty), e.g. --context strategy=summarise.")
 @click.option("--split", type=click.Choice(["train", "test"]), default="test", show_default=True)
 @click.option("--episodes", type=click.IntRange(min=1), default=50, show_default=True,
               help="Tasks per named environment (not with --suite).")
@@ -94,7 +99,7 @@ def eval_command(
     env_ids: tuple[str, ...], suite: str | None, eval_all: bool, family: str | None, policy: str | None,
     engine: str | None, model_path: str | None, base_url: str | None, tokenizer: str | None, temperature: float,
     top_p: float, max_tokens: int, max_context: int, samples: int, rollout_sampling: Literal["stochastic", "latr"],
-    latr_args: tuple[str, ...], split: str, episodes: int, difficulty: str | None, seed: int, env_args: tuple[str, ...],
+    latr_args: tuple[str, ...], context_args: tuple[str, ...], split: str, episodes: int, difficulty: str | None, seed: int, env_args: tuple[str, ...],
     concurrency: int, retries: int, out_dir: Path | None, resume: bool, as_json: bool, backend: str, ray_address: str | None, env_workers: int, engine_replicas: int,
 ) -> None:
     """Evaluate a reference policy or a model on a suite or on environments; write a report.
@@ -113,6 +118,9 @@ def eval_command(
         raise click.UsageError("--resume needs --out, the folder of the evaluation to continue")
     with _bad_arguments():
         latr = _latr(rollout_sampling, latr_args, engine, samples)
+        if context_args and engine is None:
+            raise ValueError("--context keeps a model's conversation within its context; it needs --engine")
+        context = _settings("--context", ContextPolicy, context_args) if context_args else None
         suite_name, suite_sha, tasks = _tasks(env_ids, suite, eval_all, family, split, episodes, difficulty, seed)
         parsed_args = _env_args(env_args, {t.env_id for t in tasks})
         if model_path is not None:  # parser=auto: the format the model's own chat template declares
@@ -123,7 +131,7 @@ def eval_command(
     spec = RunSpec(agent=agent, policy=policy, engine=engine, model=model_path, base_url=base_url, tokenizer=tokenizer,
                    sampling=sampling, suite=suite_name, suite_sha256=suite_sha, split=split,
                    tasks_sha256=tasks_digest(tasks), samples=samples, rollout_sampling=rollout_sampling, latr=latr,
-                   seed=seed, max_retries=retries, env_args=parsed_args)
+                   context=context, seed=seed, max_retries=retries, env_args=parsed_args)
     label = suite_name or (tasks[0].env_id.replace("/", "-") if len({t.env_id for t in tasks}) == 1 else "envs")
     out_dir = out_dir or Path("runs") / "eval" / f"{label}-{agent}-{time.strftime('%Y%m%d-%H%M%S')}"
     where = BackendConfig(backend=backend, ray=RayConfig(address=ray_address, env_workers=env_workers,
@@ -183,21 +191,7 @@ def _latr(rollout_sampling: str, args: tuple[str, ...], engine: str | None, samp
     if engine is None:
         raise ValueError("--sampling latr grows trees from a model's token distributions; evaluate a model "
                          "(--engine torch or vllm with --model), not a reference --policy")
-    overrides: dict[str, Any] = {}
-    for arg in args:
-        key, sep, value = arg.partition("=")
-        if not sep:
-            raise ValueError(f"--latr {arg!r} is not KEY=VALUE")
-        if key not in TreeRollout.model_fields:
-            raise ValueError(f"--latr {key}: not one of LATR's settings; choose one of: "
-                             f"{', '.join(TreeRollout.model_fields)}")
-        overrides[key] = yaml.safe_load(value)
-    try:
-        latr = TreeRollout.model_validate(overrides)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        key = str(first["loc"][0]) if first["loc"] else "latr"
-        raise ValueError(f"--latr {key}: {first['msg']}") from None
+    latr = _settings("--latr", TreeRollout, args)
     if not hasattr(engine_class(engine), "generate_tree"):  # after the settings: an engine imports torch
         growers = [name for name in ENGINES if hasattr(engine_class(name), "generate_tree")]
         raise ValueError(f"--sampling latr needs an engine that grows trees ({', '.join(growers)}); "
@@ -208,6 +202,23 @@ def _latr(rollout_sampling: str, args: tuple[str, ...], engine: str | None, samp
                    "(round(samples * η) at step 0), so it never branches; trees want more --samples (or a larger η "
                    "in --latr width_schedule)", err=True)
     return latr
+
+
+def _settings(option: str, model: type[SettingsT], args: tuple[str, ...]) -> SettingsT:
+    """``model`` with the ``option KEY=VALUE`` overrides (each value read as YAML); the error names the key."""
+    overrides: dict[str, Any] = {}
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        if not sep:
+            raise ValueError(f"{option} {arg!r} is not KEY=VALUE")
+        if key not in model.model_fields:
+            raise ValueError(f"{option} {key}: not one of its settings; choose one of: {', '.join(model.model_fields)}")
+        overrides[key] = yaml.safe_load(value)
+    try:
+        return model.model_validate(overrides)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ValueError(f"{option} {first['loc'][0] if first['loc'] else ''}: {first['msg']}") from None
 
 
 def _env_args(args: tuple[str, ...], env_ids: set[str]) -> dict[str, dict[str, Any]]:
@@ -233,7 +244,7 @@ async def _run(spec: RunSpec, tasks: list[Task], out_dir: Path, *, resume: bool,
             err.print(f"starting the {spec.engine} engine on {spec.model} ...", markup=False)
             agent = await stack.enter_async_context(engine_policy(
                 spec.engine, str(spec.model), base_url=spec.base_url, sampling=spec.sampling,
-                tokenizer=spec.tokenizer, max_context=max_context, backend=backend))
+                tokenizer=spec.tokenizer, max_context=max_context, context=spec.context, backend=backend))
         else:
             agent = get_policy(str(spec.policy))
         # off a terminal, a line at most every 10 s: an evaluation has hundreds of episodes

@@ -21,6 +21,7 @@ from agentgym.errors import AgentGymError
 from agentgym.inference.types import SamplingParams
 from agentgym.messages import ImagePart, Message, TextPart
 from agentgym.rollout.config import TreeRollout
+from agentgym.rollout.context import ContextPolicy
 from agentgym.tasks import Split, Task
 from agentgym.trajectory import Status, Trajectory
 
@@ -59,6 +60,8 @@ class RunSpec(BaseModel):
     with stochastic ones). Records from before the field read as ``stochastic``."""
     latr: TreeRollout | None = None
     """LATR's settings of a ``latr`` run (None otherwise)."""
+    context: ContextPolicy | None = None
+    """A model's context policy (``--context``; None: the default, which truncates a full context)."""
     seed: int = 0
     max_retries: int = 2
     env_args: dict[str, dict[str, Any]] = Field(default_factory=dict)

@@ -11,6 +11,7 @@ from agentgym.inference import engine_class
 from agentgym.inference.types import SamplingParams
 from agentgym.policies.chat import ChatPolicy
 from agentgym.policies.lm import LMPolicy
+from agentgym.rollout.context import ContextPolicy
 from agentgym.rollout.runner import Backend, LocalBackend
 
 
@@ -23,12 +24,14 @@ async def engine_policy(
     tokenizer: str | Path | None = None,
     sampling: SamplingParams | None = None,
     max_context: int = 4096,
+    context: ContextPolicy | None = None,
     backend: Backend | None = None,
     **engine_kwargs: Any,
 ) -> AsyncIterator[LMPolicy | ChatPolicy]:
     """Start ``engine`` on ``model`` (a local folder for ``torch``/``vllm``, a served model name for
     ``openai`` at ``base_url``), yield a policy backed by it, and close the engine afterwards. On ``openai``,
-    a local ``tokenizer`` makes the policy token-level (``/v1/completions``, as on ``torch``) instead of chat.
+    a local ``tokenizer`` makes the policy token-level (``/v1/completions``, as on ``torch``) instead of chat,
+    which keeps within ``max_context`` as ``context`` says.
     ``backend`` makes a ``torch``/``vllm`` engine (on ``ray``: replicas as actors)."""
     backend = backend or LocalBackend()
     label = f"{engine}-{Path(str(model)).name or model}"
@@ -39,13 +42,13 @@ async def engine_policy(
         if not base_url:
             raise ValueError("the openai engine needs base_url (the server's /v1 address)")
         client = engine_class(engine)(base_url, str(model), tokenizer=tokenizer, **engine_kwargs)
-        policy: LMPolicy | ChatPolicy = (LMPolicy(client, sampling, max_context=max_context, name=label) if tokenizer
+        policy: LMPolicy | ChatPolicy = (LMPolicy(client, sampling, max_context=max_context, context=context, name=label) if tokenizer
                                          else ChatPolicy(client, sampling, name=label))
     else:
         if not Path(model).is_dir():
             raise ValueError(f"model {str(model)!r} is not a folder; build one with `agentgym model init --preset tiny DIR`")
         client = backend.engine(engine, model, **engine_kwargs)
-        policy = LMPolicy(client, sampling, max_context=max_context, name=label)
+        policy = LMPolicy(client, sampling, max_context=max_context, context=context, name=label)
     try:
         yield policy
     finally:

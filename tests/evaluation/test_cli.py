@@ -116,6 +116,7 @@ def test_a_killed_evaluation_resumes_to_the_same_scores(games_runs, tmp_path):
         (["--suite", "games-v0", "--policy", "oracle", "--env-arg", "web/Shop-v0:x=1"], "does not play"),
         (["--suite", "games-v0", "--policy", "oracle", "--samples", "0"], "--samples"),
         (["games/FrozenLake-v0", "--policy", "oracle", "--engine", "torch", "--model", "x"], "choose --policy"),
+        (["games/FrozenLake-v0", "--policy", "oracle", "--context", "strategy=drop"], "it needs --engine"),
     ],
 )
 def test_bad_eval_arguments_exit_2_with_one_line(args, reason):
@@ -168,3 +169,22 @@ def test_the_openai_engine_on_agentgym_serve_scores_as_the_torch_engine(tiny_mod
                  for k, r in RunFolder(tmp_path / name).finished().items()} for name in ("torch", "openai")]
     assert episodes[0] == episodes[1]
     assert all(actions for actions, _, _ in episodes[0].values())
+
+
+@pytest.mark.parametrize(("arg", "reason"), [("strategy=fold", "--context strategy:"), ("budget", "is not KEY=VALUE"),
+                                             ("room=3", "--context room: not one of its settings")])
+def test_bad_context_arguments_exit_2_naming_them(arg, reason, tiny_model_dir):
+    done = agentgym("eval", "games/FrozenLake-v0", "--engine", "torch", "--model", str(tiny_model_dir), "--context", arg)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and reason in lines[0], done.stderr
+
+
+def test_a_models_context_policy_decides_how_an_overflowing_episode_ends(tiny_model_dir, tmp_path):
+    out = tmp_path / "eval"
+    done = agentgym("eval", "games/FrozenLake-v0", "--engine", "torch", "--model", str(tiny_model_dir), "--episodes",
+                    "2", "--max-tokens", "48", "--max-context", "420", "--env-arg", "max_turns=30", "--context",
+                    "overflow=penalty", "--context", "penalty=-2.5", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    records = list(RunFolder(out).finished().values())
+    assert len(records) == 2 and RunFolder(out).spec().context.overflow == "penalty"
+    assert all(r.trajectory.info["overflow"]["outcome"] == "penalty" and r.reward == -2.5 for r in records)

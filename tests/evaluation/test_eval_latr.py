@@ -120,7 +120,7 @@ def test_a_resumed_latr_eval_replays_the_whole_group_of_a_task_with_a_record_mis
          "the openai engine does not"),
         (["--policy", "oracle", "--latr", "tau_abs=0.1"], "it needs --sampling latr"),
         (["--engine", "torch", "--model", "{model}", "--sampling", "latr", "--latr", "breadth=3"],
-         "--latr breadth: not one of LATR's settings"),
+         "--latr breadth: not one of its settings"),
         (["--engine", "torch", "--model", "{model}", "--sampling", "latr", "--latr", "tau_abs=2"], "--latr tau_abs:"),
         (["--engine", "torch", "--model", "{model}", "--sampling", "latr", "--latr", "tau_abs"], "is not KEY=VALUE"),
     ],
