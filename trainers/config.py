@@ -19,6 +19,25 @@ from agentgym.trainers.curriculum import CurriculumConfig
 from agentgym.trainers.mixture import EnvEntry, EnvField, Source, SuiteMixture, sources, with_parser
 
 
+class LoraSection(Config):
+    """LoRA adapters (peft) trained in place of the whole model: the base weights stay frozen."""
+
+    r: int = Field(8, ge=1)
+    """Rank of each adapter: its update is ``B @ A`` with ``A`` r x in and ``B`` out x r."""
+    alpha: float = Field(16.0, gt=0)
+    """The update's scale numerator: ``B @ A`` is multiplied by ``alpha / r``."""
+    target_modules: list[str] | Literal["all-linear"] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"], min_length=1)
+    """Linear layers that get an adapter, by name or name suffix; ``all-linear``: every one but the output layer."""
+    dropout: float = Field(0.0, ge=0, lt=1)
+    """Dropout on each adapter's input while training (above 0 the trainer's logprobs carry its noise)."""
+
+    @property
+    def scale(self) -> float:
+        """``alpha / r``: what ``B @ A`` is multiplied by."""
+        return self.alpha / self.r
+
+
 class ModelConfig(Config):
     """Which model to train."""
 
@@ -26,6 +45,19 @@ class ModelConfig(Config):
     """A local Hugging Face model folder (or a hub id on a GPU machine that has it cached)."""
     dtype: Literal["float32", "bfloat16", "float16"] | None = None
     """Parameter dtype; default float32 on CPU and bfloat16 on GPU."""
+    lora: LoraSection | None = None
+    """Train LoRA adapters (``{r, alpha, target_modules, dropout}``) instead of every weight; null: full fine-tuning.
+    The engines receive the merged weights; checkpoints hold the adapter."""
+
+    @field_validator("lora")
+    @classmethod
+    def _targets_exist(cls, lora: LoraSection | None, info: ValidationInfo) -> LoraSection | None:
+        path = info.data.get("path")
+        if lora is not None and path is not None and Path(path).is_dir():
+            from agentgym.trainers.lora import check_targets  # torch and transformers only when asked for
+
+            check_targets(Path(path), lora)  # a name matching no linear layer of the model is a bad value here
+        return lora
 
 
 class EngineConfig(Config):

@@ -20,9 +20,11 @@ from agentgym.algorithms.vcpo import (
     sequence_log_weights,
 )
 from agentgym.inference.sampling import token_logprobs
+from agentgym.models.adapters import adapter_base
 from agentgym.progress import quiet_progress_bars
 from agentgym.trainers.batch import Share, TrainBatch, shares
 from agentgym.trainers.config import TrainConfig
+from agentgym.trainers.lora import adapter_weights, add_adapters, merged_weights, save_adapter
 from agentgym.trainers.parallel import (
     AgentLogits,
     clip_gradients,
@@ -42,10 +44,16 @@ OPTIMIZER_DIR = "optimizer"
 
 
 def load_model(source: str | Path, config: TrainConfig, device: torch.device) -> PreTrainedModel:
-    """The model to train, from a model folder, in the configured dtype, on ``device``."""
+    """The model to train, from a model folder, in the configured dtype, on ``device``; with ``model.lora``, the
+    base model with trainable adapters, fresh or (``source`` a checkpoint's adapter folder) the checkpoint's."""
     dtype = getattr(torch, config.model.dtype) if config.model.dtype else None
+    lora = config.model.lora
+    adapter = Path(source) if lora is not None and adapter_base(source) is not None else None
     with quiet_progress_bars():
-        return AutoModelForCausalLM.from_pretrained(source, dtype=dtype).to(device)
+        model = AutoModelForCausalLM.from_pretrained(config.model.path if adapter else source, dtype=dtype)
+    if lora is not None:
+        model = add_adapters(model, lora, adapter)
+    return model.to(device)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -277,15 +285,25 @@ class Learner:
             torch.cuda.empty_cache()
 
     def weights(self) -> dict[str, torch.Tensor] | None:
-        """The whole model's state dict, for the engines (``None`` on ranks other than 0)."""
-        return full_weights(self.policy, self.model)
+        """The whole model's state dict under the base model's names, for the engines (``None`` on ranks other than
+        0); with ``model.lora``, the adapters merged into their layers' weights."""
+        state = full_weights(self.policy, self.model)
+        lora = self.config.model.lora
+        return merged_weights(state, lora.scale) if state is not None and lora is not None else state
 
     def save(self, folder: Path) -> None:
-        """Write the model (a Hugging Face folder, by rank 0) and this rank's part of the optimizer state."""
-        state = self.weights()
-        if is_writer(self.policy):
-            with quiet_progress_bars():
-                self.model.save_pretrained(folder / MODEL_DIR, state_dict=state, safe_serialization=True)
+        """Write the model (a Hugging Face folder, by rank 0; with ``model.lora`` a peft adapter folder naming the
+        base model) and this rank's part of the optimizer state."""
+        lora = self.config.model.lora
+        if lora is not None:
+            adapter = adapter_weights(self.model)  # under fsdp a collective: every rank gathers
+            if is_writer(self.policy):
+                save_adapter(adapter, lora, self.config.model.path, folder / MODEL_DIR)
+        else:
+            state = self.weights()
+            if is_writer(self.policy):
+                with quiet_progress_bars():
+                    self.model.save_pretrained(folder / MODEL_DIR, state_dict=state, safe_serialization=True)
         save_optimizer(self.policy, self.optimizer, folder / OPTIMIZER_DIR)
 
     def restore(self, checkpoint: Path, scheduler: dict[str, Any], version: int) -> None:

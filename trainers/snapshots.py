@@ -11,9 +11,10 @@ from agentgym.trainers.parallel import whole
 
 
 class VersionSnapshots:
-    """Keeps the weights of the last ``keep`` versions before the current one, on the model's device,
-    and a spare model to run them in. Memory: ``keep + 1`` extra copies of the whole weights (on every rank,
-    sharded or not: a rank runs its snapshots alone)."""
+    """Keeps the trained weights of the last ``keep`` versions before the current one, on the model's device,
+    and a spare model to run them in (its frozen weights, a LoRA run's base, are the model's for good). Memory:
+    ``keep`` copies of the trained weights and one of the whole (on every rank, sharded or not: a rank runs its
+    snapshots alone)."""
 
     def __init__(self, model: PreTrainedModel, keep: int) -> None:
         self.keep = keep
@@ -27,7 +28,7 @@ class VersionSnapshots:
         trajectory can still hold."""
         if self.keep == 0:
             return
-        self._weights[version] = {k: whole(v) for k, v in model.state_dict().items()}
+        self._weights[version] = {k: whole(p) for k, p in model.named_parameters() if p.requires_grad}
         for old in [v for v in self._weights if v < version - self.keep]:
             del self._weights[old]
 
@@ -45,6 +46,6 @@ class VersionSnapshots:
         if self._spare is None or version not in self._weights:
             raise KeyError(f"no snapshot of version {version} (kept: {sorted(self._weights)})")
         if self._loaded != version:
-            self._spare.load_state_dict(self._weights[version])
+            self._spare.load_state_dict(self._weights[version], strict=False)
             self._loaded = version
         return self._spare
