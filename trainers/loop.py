@@ -314,7 +314,10 @@ class _Run:
         kwargs.setdefault("max_model_len", config.max_context)
         if config.name == "torch":  # for replicas in processes of their own; here, torch's threads are set already
             kwargs.setdefault("threads", config.threads)
-        engine = self.backend.engine(config.name, self.source, **kwargs)
+        # a LoRA run's checkpoint holds the adapter alone: a resumed run's engine starts from the base model, and is
+        # sent the merged weights at once (:meth:`_engine`)
+        source = Path(self.config.model.path) if self.config.model.lora else self.source
+        engine = self.backend.engine(config.name, source, **kwargs)
         if not isinstance(engine, SleepingEngine):
             raise AgentGymError(f"the {config.name} engine cannot be trained: it has no sleep and wake_up")
         return engine

@@ -12,6 +12,7 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from agentgym.inference._gqa_attention import use_on_cpu
+from agentgym.models.adapters import adapter_base, load_merged
 from agentgym.progress import quiet_progress_bars
 
 
@@ -21,8 +22,9 @@ def load_model(
     device: str | torch.device,
     dtype: str | torch.dtype | None,
 ) -> tuple[PreTrainedModel, Any]:
-    """The model on its device and dtype, and its tokenizer, from local files only. On the CPU, grouped-query
-    attention is left to torch's kernel (:mod:`agentgym.inference._gqa_attention`)."""
+    """The model on its device and dtype, and its tokenizer, from local files only (a LoRA adapter folder: its base
+    model with the adapter merged in). On the CPU, grouped-query attention is left to torch's kernel
+    (:mod:`agentgym.inference._gqa_attention`)."""
     if isinstance(dtype, str):
         named = getattr(torch, dtype, None)
         if not isinstance(named, torch.dtype):
@@ -45,8 +47,11 @@ def load_model(
         )
         if dtype is None:
             dtype = torch.float32 if target.type == "cpu" else torch.bfloat16
-        with quiet_progress_bars():
-            model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, local_files_only=True)
+        if adapter_base(source) is not None:
+            model = load_merged(source, dtype)
+        else:
+            with quiet_progress_bars():
+                model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, local_files_only=True)
         move(model, target)
     use_on_cpu(model)
     if tokenizer is None or isinstance(tokenizer, str | Path):

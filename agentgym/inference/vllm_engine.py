@@ -28,6 +28,7 @@ import base64
 import io
 import json
 import os
+import tempfile
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ from agentgym.inference.types import (
     TreeResult,
 )
 from agentgym.messages import ImagePart
+from agentgym.models.adapters import adapter_base, write_merged
 
 _SET_HERE = ("model", "seed", "logprobs_mode", "weight_transfer_config")
 """vLLM engine arguments this engine decides; passing them through ``engine_args`` is refused."""
@@ -93,7 +95,7 @@ class VLLMEngine:
         transport_options: Mapping[str, Any] | None = None,
         **engine_args: Any,
     ) -> None:
-        folder = _model_folder(model)
+        folder, self._merged = _served_folder(model)
         # vLLM logs its whole configuration at INFO from each of its processes, which inherit this setting
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
         try:
@@ -364,6 +366,18 @@ class VLLMEngine:
             llm, self._llm = self._llm, None
             self._weights = None
             llm.shutdown(timeout=_SHUTDOWN_SECONDS)
+            if self._merged is not None:
+                self._merged.cleanup()
+
+
+def _served_folder(model: str | Path) -> tuple[Path, tempfile.TemporaryDirectory[str] | None]:
+    """``model``'s folder as vLLM loads it (:func:`_model_folder`): a LoRA adapter folder (a LoRA run's checkpoint)
+    is merged into its base model and written to a temporary folder, also returned, for :meth:`VLLMEngine.close` to
+    remove; vLLM then serves a plain model, whose weight updates take the same path as any other."""
+    if adapter_base(Path(model).expanduser()) is None:
+        return _model_folder(model), None
+    merged = tempfile.TemporaryDirectory(prefix="agentgym-merged-")
+    return _model_folder(write_merged(model, Path(merged.name))), merged
 
 
 def _model_folder(model: str | Path) -> Path:

@@ -6,7 +6,11 @@ run learns; bad settings exit 2 naming the key."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
+import os
+import shutil
+import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -16,18 +20,22 @@ import pytest
 import torch
 import yaml
 from peft import PeftModel
+from rich.console import Console
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
 from agentgym.cli import main
 from agentgym.inference import GenerationRequest, SamplingParams
 from agentgym.inference.torch_engine import TorchEngine
-from agentgym.trainers import TrainConfig
+from agentgym.metrics_log import read_metrics
+from agentgym.trainers import TrainConfig, resume, train
 from agentgym.trainers.batch import TrainBatch, collate
+from agentgym.trainers.checkpoint import latest_checkpoint
 from agentgym.trainers.learner import MODEL_DIR, Learner, load_model
 from agentgym.trajectory import Trajectory
 from tests.trainers.envs import VOWELS_ID
 
+ROOT = Path(__file__).parents[2]
 PROMPT = [5, 17, 42, 99, 7, 250]
 LORA = {"r": 4, "alpha": 8.0, "target_modules": ["q_proj", "v_proj", "up_proj"]}
 ADAPTED = ("self_attn.q_proj", "self_attn.v_proj", "mlp.up_proj")
@@ -261,3 +269,54 @@ def test_two_ranks_train_the_adapters_as_one_process_and_save_the_same_adapter(t
         torch.testing.assert_close(saved[1][key], value, rtol=0, atol=2e-4, msg=key)
     assert sorted(p.name for p in (tmp_path / strategy / "optimizer").iterdir())[-2:] == ["__0_0.distcp",
                                                                                        "__1_0.distcp"]
+
+
+def _run_config(output_dir: Path, model_dir: Path, **trainer: Any) -> dict[str, Any]:
+    """test_train's Vowels run with adapters on every linear layer (measured: 8 s on 2 cores)."""
+    return {"output_dir": str(output_dir),
+            "model": {"path": str(model_dir), "lora": {"r": 8, "alpha": 32.0, "target_modules": "all-linear"}},
+            "env": {"id": VOWELS_ID}, "sampling": {"max_tokens": 12}, "optim": {"lr": 2e-2},
+            "trainer": {"steps": 6, "groups_per_step": 4, "group_size": 4, "concurrency": 16, "async_ratio": 1,
+                        **trainer},
+            "eval": {"episodes": 8}, "checkpoint": {"every": 3, "keep": 3}}
+
+
+def test_a_lora_run_checkpoints_its_adapter_resumes_and_agentgym_eval_serves_it(tiny_model_dir, tmp_path):
+    """A whole run: each checkpoint's model folder is the adapter (with the tokenizer) and the base model folder is
+    left as it was; resumed from step 3's checkpoint, the run trains on the tasks of the uninterrupted one and its
+    engine starts from the base with the merged weights; ``agentgym eval`` on the last checkpoint plays the policy
+    the run's own final evaluation scored."""
+    base_files = {p.name: p.read_bytes() for p in Path(tiny_model_dir).iterdir() if p.is_file()}
+    data = _run_config(tmp_path / "run", tiny_model_dir, group_order="handout")
+    data["eval"] = {"episodes": 8, "temperature": 0.0}
+    config = TrainConfig.model_validate(data)
+    train(config, console=Console(file=io.StringIO()))
+    last = latest_checkpoint(config.run_dir)
+    assert last is not None and last.name == "step-000006"
+    folder = last / MODEL_DIR
+    assert (folder / "adapter_config.json").is_file() and (folder / "tokenizer.json").is_file()
+    assert not list(folder.glob("model*.safetensors"))  # the adapter alone: a few KB, not the model
+    assert {p.name: p.read_bytes() for p in Path(tiny_model_dir).iterdir() if p.is_file()} == base_files
+    step3 = load_file(config.run_dir / "checkpoints" / "step-000003" / MODEL_DIR / "adapter_model.safetensors")
+    step6 = load_file(folder / "adapter_model.safetensors")
+    assert max((step6[k] - v).abs().max().item() for k, v in step3.items()) > 1e-3
+
+    resumed = tmp_path / "resumed"
+    shutil.copytree(config.run_dir, resumed)
+    (resumed / "checkpoints" / "latest").write_text("step-000003\n")
+    resume(resumed, console=Console(file=io.StringIO()))
+    assert _batches(resumed) == _batches(config.run_dir)
+    assert [r["step"] for r in read_metrics(resumed) if "train/loss" in r] == list(range(1, 7))
+
+    final = next(r for r in reversed(read_metrics(config.run_dir)) if "eval/reward_mean" in r)
+    done = subprocess.run([str(Path(sys.executable).with_name("agentgym")), "eval", VOWELS_ID, "--engine", "torch",
+                           "--model", str(folder), "--episodes", "8", "--temperature", "0", "--max-tokens", "12",
+                           "--out", str(tmp_path / "eval"), "--json"],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    scores = json.loads(done.stdout.strip().splitlines()[-1])
+    assert scores["scored"] == 8 and scores["mean_reward"] == pytest.approx(final["eval/reward_mean"], abs=1e-6)
+
+
+def _batches(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / "batches.jsonl").read_text().splitlines()]
