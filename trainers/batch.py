@@ -56,25 +56,26 @@ class TrainBatch:
     def to(self, device: torch.device | str) -> TrainBatch:
         return TrainBatch(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
 
-    def micro_batches(self, size: int, max_tokens: int | None = None) -> Iterator[TrainBatch]:
-        """Consecutive slices of at most ``size`` rows and, with ``max_tokens``, at most that many tokens padded
-        (rows times the slice's longest; a longer row goes alone), each cut to its own longest row. Rows are
-        collated longest first, so a token budget makes few-row slices of long rows and many-row ones of short."""
+    def micro_batches(self, size: int, max_tokens: int | None = None, *, packed: bool = False) -> Iterator[TrainBatch]:
+        """Consecutive slices of at most ``size`` rows and, with ``max_tokens``, at most that many tokens computed
+        (:meth:`cost`; a longer row goes alone), each cut to its own longest row. Rows are collated longest first,
+        so a token budget makes few-row slices of long rows and many-row ones of short."""
         lengths = [int(n) for n in self.attention_mask.sum(-1).tolist()]
         start = 0
         while start < self.rows:
-            end, longest = start + 1, lengths[start]
+            end, longest, tokens = start + 1, lengths[start], lengths[start]
             while end < self.rows and end - start < size:
-                wider = max(longest, lengths[end])
-                if max_tokens is not None and (end + 1 - start) * wider > max_tokens:
+                wider, more = max(longest, lengths[end]), tokens + lengths[end]
+                if max_tokens is not None and (more if packed else (end + 1 - start) * wider) > max_tokens:
                     break
-                end, longest = end + 1, wider
+                end, longest, tokens = end + 1, wider, more
             yield self._slice(slice(start, end), longest)
             start = end
 
-    @property
-    def padded_tokens(self) -> int:
-        """Rows times the longest row: the tokens a pass over this batch computes."""
+    def cost(self, *, packed: bool = False) -> int:
+        """The tokens a pass over this batch computes: rows times the longest row, or packed, the rows' own."""
+        if packed:
+            return int(self.attention_mask.sum().item())
         return self.rows * int(self.attention_mask.sum(-1).max().item())
 
     def _slice(self, rows: slice, length: int) -> TrainBatch:
@@ -109,24 +110,25 @@ class Share:
         return Share([m.to(device) for m in self.micro_batches], self.padding, self.agent_tokens, self.sequences)
 
 
-def shares(batch: TrainBatch, micro_batch_size: int, world_size: int, max_tokens: int | None = None) -> list[Share]:
-    """``batch``'s micro-batches (``micro_batch_size`` rows, and ``max_tokens`` padded tokens if given) dealt to
-    ``world_size`` ranks, each padded to the same number of passes. Row micro-batches go round-robin (collated
-    longest first, so the ranks get alike lengths); token-budget ones, each to the rank with the fewest tokens so
-    far, largest first, so that no rank waits long for the others."""
-    micros = list(batch.micro_batches(micro_batch_size, max_tokens))
+def shares(batch: TrainBatch, micro_batch_size: int, world_size: int, max_tokens: int | None = None, *,
+           packed: bool = False) -> list[Share]:
+    """``batch``'s micro-batches (``micro_batch_size`` rows, and ``max_tokens`` tokens computed if given, ``packed``
+    or padded) dealt to ``world_size`` ranks, each padded to the same number of passes. Row micro-batches go
+    round-robin (collated longest first, so the ranks get alike lengths); token-budget ones, each to the rank with
+    the fewest tokens so far, largest first, so that no rank waits long for the others."""
+    micros = list(batch.micro_batches(micro_batch_size, max_tokens, packed=packed))
     if max_tokens is None:
         dealt = [micros[rank::world_size] for rank in range(world_size)]
     else:
         dealt = [[] for _ in range(world_size)]
         load = [0] * world_size
-        for micro in sorted(micros, key=lambda m: -m.padded_tokens):
+        for micro in sorted(micros, key=lambda m: -m.cost(packed=packed)):
             rank = load.index(min(load))
             dealt[rank].append(micro)
-            load[rank] += micro.padded_tokens
+            load[rank] += micro.cost(packed=packed)
     passes = max(len(own) for own in dealt)
     tokens, sequences = max(batch.agent_tokens, 1), max(batch.trained_sequences, 1)
-    filler = min(micros, key=lambda m: m.padded_tokens)  # a weight-0 pass only keeps the ranks in step: the cheapest
+    filler = min(micros, key=lambda m: m.cost(packed=packed))  # a weight-0 pass only keeps the ranks in step: the cheapest
     return [Share(own + [filler] * (passes - len(own)), passes - len(own), tokens, sequences) for own in dealt]
 
 

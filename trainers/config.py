@@ -142,8 +142,13 @@ class TrainerSection(Config):
     micro_batch_size: int = Field(32, ge=1)
     """Trajectories per forward/backward pass; gradients accumulate over a step's micro-batches."""
     max_tokens_per_micro_batch: int | None = Field(None, ge=1)
-    """Also cap each pass at this many tokens, padding included (rows times the longest): long episodes then go
-    a few to a pass and short ones many, each rank gets about as many tokens, and the gradients are the same."""
+    """Also cap each pass at this many tokens, padding included (rows times the longest; with ``sequence_packing``,
+    the rows' own tokens): long episodes then go a few to a pass and short ones many, each rank gets about as many
+    tokens, and the gradients are the same."""
+    sequence_packing: bool = False
+    """Run each pass's rows as one packed sequence, position ids restarting at each row, so no padding is computed.
+    transformers then masks attention per row (a block-diagonal mask with sdpa or eager attention, varlen kernels
+    with flash-attention); the gradients are the same."""
     async_ratio: int = Field(2, ge=0)
     """The most versions a trajectory may lag the weights it trains (max staleness); 0 is the synchronous
     on-policy baseline: rollout waits for each update and the trainer for each full batch."""

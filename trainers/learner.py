@@ -110,7 +110,7 @@ class Learner:
         sampling = self.config.sampling
         agent = batch.loss_mask.bool()
         policy = AgentLogits(model) if isinstance(model, PreTrainedModel) else model
-        logits = policy(batch.input_ids, batch.attention_mask, agent)
+        logits = policy(batch.input_ids, batch.attention_mask, agent, packed=self.config.trainer.sequence_packing)
         targets = batch.input_ids[:, 1:][agent]
         values = token_logprobs(logits, targets, sampling.temperature or 1.0, sampling.top_p)
         logprobs = torch.zeros(agent.shape, dtype=values.dtype, device=values.device).masked_scatter(agent, values)
@@ -121,7 +121,8 @@ class Learner:
     def step(self, batch: TrainBatch) -> dict[str, float]:
         """Train on the whole ``batch`` (this process is the only rank); return the step's ``train/`` metrics."""
         trainer = self.config.trainer
-        share = shares(batch, trainer.micro_batch_size, 1, trainer.max_tokens_per_micro_batch)[0].to(self.device)
+        share = shares(batch, trainer.micro_batch_size, 1, trainer.max_tokens_per_micro_batch,
+                       packed=trainer.sequence_packing)[0].to(self.device)
         return merge_metrics([self.train(share)], batch)
 
     def train(self, share: Share) -> dict[str, float]:

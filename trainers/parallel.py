@@ -35,23 +35,36 @@ class AgentLogits(nn.Module):
     """``[N, V]`` float logits predicting a batch's ``N`` agent tokens, as one module so that DDP and FSDP hook
     the whole pass. Only agent positions go through the output layer: prompts and observations are most of a
     multi-turn sequence, and for a small model the output layer and the softmax over the vocabulary are most
-    of the work."""
+    of the work. ``packed``: the right-padded rows' tokens go in as one sequence whose position ids restart at
+    each row, which transformers' attention masks per row (no padding computed)."""
 
     def __init__(self, model: PreTrainedModel) -> None:
         super().__init__()
         self.model = model
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, agent: torch.Tensor) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, agent: torch.Tensor,
+                packed: bool = False) -> torch.Tensor:
         model = self.model
         right_padded = bool((attention_mask[:, 1:] <= attention_mask[:, :-1]).all())  # pads only after each row
-        # under causal attention no real token sees a pad that follows it: the mask changes nothing, and
-        # without it attention takes its fused causal path
-        inputs = {"input_ids": input_ids, "attention_mask": None if right_padded else attention_mask,
-                  "use_cache": False}
+        real = attention_mask.bool()
+        if packed:
+            if not right_padded:
+                raise ValueError("packing takes right-padded rows (as collate makes them)")
+            row_starts = torch.cumsum(real.sum(-1), 0) - real.sum(-1)
+            inputs = {"input_ids": input_ids[real][None], "position_ids": (real.long().cumsum(-1) - 1)[real][None],
+                      "attention_mask": None, "use_cache": False}
+        else:
+            row_starts = torch.arange(input_ids.shape[0], device=agent.device) * input_ids.shape[1]
+            # under causal attention no real token sees a pad that follows it: the mask changes nothing, and
+            # without it attention takes its fused causal path
+            inputs = {"input_ids": input_ids, "attention_mask": None if right_padded else attention_mask,
+                      "use_cache": False}
+        # each agent position's place among the pass's flattened positions, in row-major order
+        places = (row_starts[:, None] + torch.arange(agent.shape[1], device=agent.device))[agent]
         if any(getattr(model.config, name, None) for name in _LOGIT_TRANSFORMS):
-            return model(**inputs).logits[:, :-1][agent].float()
-        hidden = model.base_model(**inputs).last_hidden_state[:, :-1]
-        return model.get_output_embeddings()(hidden[agent]).float()
+            return model(**inputs).logits.flatten(0, 1)[places].float()
+        hidden = model.base_model(**inputs).last_hidden_state.flatten(0, 1)
+        return model.get_output_embeddings()(hidden[places]).float()
 
 
 def wrap(model: PreTrainedModel, strategy: str) -> nn.Module:

@@ -75,7 +75,8 @@ class RankGroup:
     def step(self, batch: TrainBatch) -> dict[str, float]:
         """One optimizer step on ``batch``, each rank training its share; the step's merged metrics."""
         trainer = self.config.trainer
-        dealt = shares(batch, trainer.micro_batch_size, len(self._ranks), trainer.max_tokens_per_micro_batch)
+        dealt = shares(batch, trainer.micro_batch_size, len(self._ranks), trainer.max_tokens_per_micro_batch,
+                       packed=trainer.sequence_packing)
         parts = self._each("train", [(share,) for share in dealt])
         self.version += 1
         self.trainer_logprobs = {row: values for _, rows in parts for row, values in rows.items()}

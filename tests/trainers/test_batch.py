@@ -88,22 +88,31 @@ def test_a_token_budget_puts_long_rows_few_to_a_pass_and_short_ones_many():
     assert [m.rows for m in batch.micro_batches(1, max_tokens=100)] == [1] * 5  # the row cap still holds
 
 
+def test_a_packed_budget_counts_the_rows_own_tokens():
+    batch = collate([_trajectory(list(range(1, n + 1)), agent_from=1) for n in [9, 2, 6, 7, 3]],
+                    torch.zeros(5), PAD)
+    assert [m.rows for m in batch.micro_batches(8, max_tokens=14, packed=True)] == [1, 2, 2]  # 9 | 7+6 | 3+2
+    assert [m.cost(packed=True) for m in batch.micro_batches(8, max_tokens=14, packed=True)] == [9, 13, 5]
+    assert batch.cost() == 5 * 9 and batch.cost(packed=True) == 27
+
+
 @given(lengths=st.lists(st.integers(2, 40), min_size=1, max_size=30), size=st.integers(1, 12),
-       budget=st.integers(1, 200), world=st.integers(1, 4))
+       budget=st.integers(1, 200), world=st.integers(1, 4), packed=st.booleans())
 @settings(max_examples=200, deadline=None)
-def test_token_budget_micro_batches_split_the_rows_in_order_within_both_caps(lengths, size, budget, world):
+def test_token_budget_micro_batches_split_the_rows_in_order_within_both_caps(lengths, size, budget, world, packed):
     batch = collate([_trajectory(list(range(1, n + 1)), agent_from=1) for n in lengths],
                     torch.zeros(len(lengths)), PAD)
-    micros = list(batch.micro_batches(size, max_tokens=budget))
+    micros = list(batch.micro_batches(size, max_tokens=budget, packed=packed))
     assert torch.equal(torch.cat([m.index for m in micros]), batch.index)
-    assert all(m.rows <= size and (m.rows == 1 or m.padded_tokens <= budget) for m in micros)
+    assert all(m.rows <= size and (m.rows == 1 or m.cost(packed=packed) <= budget) for m in micros)
     assert sum(m.agent_tokens for m in micros) == batch.agent_tokens
-    dealt = shares(batch, size, world, max_tokens=budget)
+    dealt = shares(batch, size, world, max_tokens=budget, packed=packed)
     assert len({len(s.micro_batches) for s in dealt}) == 1
     own = [s.micro_batches[: len(s.micro_batches) - s.padding] for s in dealt]
     assert sorted(i for mine in own for micro in mine for i in micro.index.tolist()) == sorted(batch.index.tolist())
-    loads = [sum(m.padded_tokens for m in mine) for mine in own]
-    assert max(loads) - min(loads) <= max(m.padded_tokens for m in micros)  # dealt largest first to the least loaded
+    loads = [sum(m.cost(packed=packed) for m in mine) for mine in own]
+    most = max(m.cost(packed=packed) for m in micros)
+    assert max(loads) - min(loads) <= most  # dealt largest first to the least loaded
 
 
 def test_bad_input_is_refused_with_a_reason():

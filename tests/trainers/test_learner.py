@@ -55,11 +55,13 @@ def _agent_logprob_sums(learner: Learner, batch: TrainBatch) -> torch.Tensor:
     return (logprobs * batch.loss_mask).sum(-1)
 
 
-@pytest.mark.parametrize("padding", ["right", "left"])
+@pytest.mark.parametrize("padding", ["right", "left", "packed"])
 def test_logprobs_at_agent_tokens_match_a_full_forward(tiny_model_dir, padding):
-    """Only agent positions go through the output layer, and right-padded rows drop the attention mask;
-    both give the plain masked forward pass's logprobs (sampling temperature) and entropies (the model's)."""
-    learner = _learner(tiny_model_dir, sampling={"temperature": 0.7})
+    """Only agent positions go through the output layer, right-padded rows drop the attention mask, and packed
+    ones go in as one sequence; each gives the plain masked forward pass's logprobs (sampling temperature) and
+    entropies (the model's)."""
+    learner = _learner(tiny_model_dir, sampling={"temperature": 0.7},
+                       trainer={"sequence_packing": padding == "packed"})
     trajectories = [_trajectory([300, 301, 302]), _trajectory([400, 401], prompt=PROMPT[:3]),
                     _trajectory([500, 501], agent=False)]
     batch = collate(trajectories, torch.zeros(3), pad_id=0)
@@ -113,11 +115,14 @@ def test_gradient_accumulation_is_exact(tiny_model_dir, aggregation):
         _trajectory([40, 41, 42], agent=False),  # no agent tokens: no loss, and no weight in the mean
     ]
     results = []
-    for micro_batch_size, max_tokens in ((4, None), (1, None), (4, 20)):  # 20 tokens: passes of 1, 2 and 1 rows
+    # 20 tokens: passes of 1, 2 and 1 rows, padded or packed
+    for micro_batch_size, max_tokens, packed in ((4, None, False), (1, None, False), (4, 20, False), (4, 20, True),
+                                                 (4, None, True)):
         learner = _learner(
             tiny_model_dir,
             optim={"grad_clip": None},
-            trainer={"micro_batch_size": micro_batch_size, "max_tokens_per_micro_batch": max_tokens},
+            trainer={"micro_batch_size": micro_batch_size, "max_tokens_per_micro_batch": max_tokens,
+                     "sequence_packing": packed},
             algorithm={"loss": {"aggregation": aggregation}},
         )
         batch = _batch(learner, trajectories, [1.0, -0.5, 0.3, 0.7], shift=0.3)
