@@ -320,3 +320,37 @@ def test_a_lora_run_checkpoints_its_adapter_resumes_and_agentgym_eval_serves_it(
 
 def _batches(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run_dir / "batches.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.vllm
+@pytest.mark.timeout(600)  # two vLLM starts, ~45 s each, longer on a busy machine
+def test_vllm_takes_the_merged_weights_and_serves_a_lora_checkpoint(tiny_model_dir, tmp_path):
+    """The merged weights go to vLLM through its ordinary update path (no LoRA support asked of it): the trainer's
+    logprobs through the adapters agree with vLLM's at every step; and vLLM serves a LoRA checkpoint (merged into a
+    temporary folder, removed on close) greedily as the torch engine does."""
+    pytest.importorskip("vllm", reason="needs vLLM: bash scripts/setup.sh vllm")
+    from agentgym.inference.vllm_engine import VLLMEngine
+
+    data = _run_config(tmp_path / "run", tiny_model_dir, steps=4)
+    data["engine"] = {"name": "vllm"}
+    config = TrainConfig.model_validate(data)
+    train(config, console=Console(file=io.StringIO()))
+    records = [r for r in read_metrics(config.run_dir) if "train/loss" in r]
+    assert [r["step"] for r in records] == [1, 2, 3, 4]
+    assert all(r["train/mismatch_k3_fresh"] < 1e-6 for r in records if "train/mismatch_k3_fresh" in r)
+    assert all(r["time/publish_seconds"] > 0 for r in records)
+
+    folder = latest_checkpoint(config.run_dir) / MODEL_DIR
+    request = GenerationRequest(prompt_ids=PROMPT, sampling=SamplingParams(temperature=0.0, max_tokens=12))
+
+    async def greedy(engine: Any) -> list[int]:
+        try:
+            return (await engine.generate(request)).token_ids
+        finally:
+            await engine.close()
+
+    vllm = VLLMEngine(folder, seed=0, max_model_len=256)
+    merged = vllm._merged.name
+    served = asyncio.run(greedy(vllm))
+    assert not Path(merged).exists()
+    assert served == asyncio.run(greedy(TorchEngine(folder, device="cpu")))
