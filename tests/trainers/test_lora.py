@@ -34,6 +34,7 @@ from agentgym.trainers.checkpoint import latest_checkpoint
 from agentgym.trainers.learner import MODEL_DIR, Learner, load_model
 from agentgym.trajectory import Trajectory
 from tests.trainers.envs import VOWELS_ID
+from tests.trainers.test_learner import _counting
 
 ROOT = Path(__file__).parents[2]
 PROMPT = [5, 17, 42, 99, 7, 250]
@@ -146,13 +147,18 @@ async def _sample(engine: TorchEngine, weights: dict[str, torch.Tensor]) -> tupl
 
 
 def test_activation_checkpointing_with_adapters_gives_the_same_gradients(tiny_model_dir):
-    grads = []
+    """Non-reentrant checkpointing needs no gradient on the frozen embeddings' output to reach the adapters."""
+    grads, calls = [], []
     for checkpointing in (False, True):
         learner = _learner(_config(tiny_model_dir, trainer={"activation_checkpointing": checkpointing}))
         batch = _batch(learner)
         learner.step(batch)  # B leaves 0, so that the second step's gradient reaches A and the layers below
+        layer, counted = learner.model.base_model.layers[0], []
+        layer.forward = _counting(layer.forward, counted)
         learner.step(replace(batch, versions=torch.where(batch.versions >= 0, 1, -1)))
         grads.append({k: p.grad.clone() for k, p in learner.model.named_parameters() if p.grad is not None})
+        calls.append(len(counted))
+    assert calls[1] == 2 * calls[0] > 0  # each layer runs again in the backward pass
     plain, checkpointed = grads
     assert plain.keys() == checkpointed.keys() == _adapters(learner).keys()
     for key, grad in plain.items():
