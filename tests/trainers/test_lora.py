@@ -360,3 +360,25 @@ def test_vllm_takes_the_merged_weights_and_serves_a_lora_checkpoint(tiny_model_d
     served = asyncio.run(greedy(vllm))
     assert not Path(merged).exists()
     assert served == asyncio.run(greedy(TorchEngine(folder, device="cpu")))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_adapters_learn_the_quickstart(tmp_path):
+    """The quickstart with adapters: its SFT warm start, then 20 RL steps training r-16 adapters on every linear
+    layer instead of the whole model; held-out success on 100 lakes rises (measured: 28% -> 50%, the RL stage in 7.3
+    minutes on 2 cores beside other tests; the full quickstart goes 21% -> 60% in 60 steps)."""
+    agentgym = str(Path(sys.executable).with_name("agentgym"))
+
+    def run(*args: str) -> str:
+        done = subprocess.run([agentgym, *args], capture_output=True, text=True, cwd=ROOT, timeout=1500)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout
+
+    run("model", "init", "--preset", "tiny", str(tmp_path / "tiny"))
+    run("sft", "sft-quickstart", f"model={tmp_path / 'tiny'}", f"output_dir={tmp_path / 'sft'}")
+    run("train", "quickstart", f"output_dir={tmp_path / 'lora'}", f"model.path={tmp_path / 'sft' / 'model'}",
+        "model.lora={r: 16, alpha: 32, target_modules: all-linear}", "optim.lr=2e-3", "trainer.steps=20",
+        "eval.episodes=100", "checkpoint.every=0")
+    summary = json.loads((tmp_path / "lora" / "summary.json").read_text())
+    assert summary["success_after"] > summary["success_before"] + 0.1, summary
