@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-from typing import Any
 
 import pytest
 
@@ -20,6 +19,7 @@ from agentgym.policies.lm import LMPolicy
 from agentgym.registration import make
 from agentgym.rollout.background import BackgroundLoop
 from agentgym.rollout.render import ChatRenderer
+from tests.rollout.recording import RecordingEngine
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(300)]  # vLLM starts in ~1 min, longer on a busy machine
 
@@ -107,26 +107,11 @@ def test_the_image_reaches_the_model_and_changes_what_it_says(background, engine
     assert one_way.logprobs != pytest.approx(other_way.logprobs, abs=1e-4)
 
 
-class _Recording:
-    """The engine, keeping every request it is sent."""
-
-    def __init__(self, engine) -> None:
-        self.engine = engine
-        self.requests: list[GenerationRequest] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.engine, name)
-
-    async def generate(self, request: GenerationRequest) -> GenerationResult:
-        self.requests.append(request)
-        return await self.engine.generate(request)
-
-
 @pytest.mark.browser
 def test_a_gui_episode_sends_its_screenshots_to_vllm(background, engine):
     from agentgym.models.vision import IMAGE_TOKEN
 
-    recording = _Recording(engine)
+    recording = RecordingEngine(engine)
     policy = LMPolicy(recording, SamplingParams(max_tokens=16), max_context=MAX_MODEL_LEN)
 
     async def play():

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentgym.inference import GenerationRequest, GenerationResult
-from agentgym.inference.torch_engine import TorchEngine
+from agentgym.inference import GenerationRequest, GenerationResult, InferenceEngine
 
 
 class RecordingEngine:
-    """The torch engine, keeping each request it was sent."""
+    """An engine (torch, vllm, ...), keeping each request it was sent."""
 
-    def __init__(self, engine: TorchEngine) -> None:
+    def __init__(self, engine: InferenceEngine) -> None:
         self.engine = engine
         self.requests: list[GenerationRequest] = []
 
