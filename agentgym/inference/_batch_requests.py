@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(eq=False)
-class Sequence:
+class TrackedRequest:
     """One request as the worker tracks it."""
 
     request: GenerationRequest

@@ -50,7 +50,7 @@ import torch
 from transformers import PreTrainedModel
 
 from agentgym.inference._batch import KVBatch
-from agentgym.inference._batch_requests import Sequence, WeightUpdate, settle_future
+from agentgym.inference._batch_requests import TrackedRequest, WeightUpdate, settle_future
 from agentgym.inference._prefix_cache import CachedPrefix, PrefixCache
 from agentgym.inference._torch_loading import eos_token_ids, load_model, load_state, move, read_checkpoint
 from agentgym.inference._tree_run import TreeRun
@@ -107,7 +107,7 @@ class TorchEngine:
         self._exit_batch = ExitBatch()
 
         self._cond = threading.Condition()
-        self._incoming: deque[Sequence] = deque()
+        self._incoming: deque[TrackedRequest] = deque()
         self._updates: deque[WeightUpdate] = deque()
         self._sleeps: deque[tuple[bool, asyncio.Future[None], asyncio.AbstractEventLoop]] = deque()
         self._asleep = False
@@ -117,8 +117,8 @@ class TorchEngine:
         self._stats = EngineStats()
         self._since = time.perf_counter()
         # Worker-owned state: requests waiting for a prefill, the rows in the batch, their cache.
-        self._waiting: deque[Sequence] = deque()
-        self._active: list[Sequence] = []
+        self._waiting: deque[TrackedRequest] = deque()
+        self._active: list[TrackedRequest] = []
         self._batch: KVBatch | None = None
         self._held = 0  # len(_waiting) + len(_active) as of the worker's last step, read under _cond
         self._thread = threading.Thread(target=self._run, name="agentgym-torch-engine", daemon=True)
@@ -193,7 +193,7 @@ class TorchEngine:
 
     def _submit(
         self, request: GenerationRequest, *, stream: bool, tree: tuple[LatrParams, int] | None = None
-    ) -> Sequence:
+    ) -> TrackedRequest:
         """Check ``request`` and queue it for the worker (as the root of a tree of ``(params, width)``)."""
         prompt = request.prompt_ids
         if len(prompt) >= self.max_model_len:
@@ -211,7 +211,7 @@ class TorchEngine:
             search = TreeSearch(tree[0], tree[1], self.eos_token_ids, sampling.max_tokens, math_token_ids(self._tokenizer),
                                 self._exit_batch)
             run = TreeRun(search=search, seed=seed, future=loop.create_future(), loop=loop)
-        seq = Sequence(
+        seq = TrackedRequest(
             request=request,
             generator=torch.Generator(device=self.device).manual_seed(seed),
             future=loop.create_future(),
@@ -397,7 +397,7 @@ class TorchEngine:
             self._keep_rows(keep)
 
     def _admit(self) -> None:
-        cohort: list[Sequence] = []
+        cohort: list[TrackedRequest] = []
         cached: list[CachedPrefix | None] = []
         width = 0
         while self._waiting and len(self._active) + len(cohort) < self.max_batch_size:
@@ -447,7 +447,7 @@ class TorchEngine:
         if any(finished):
             self._keep_rows([row for row, done in enumerate(finished) if not done])
 
-    def _step(self, batch: KVBatch, seqs: list[Sequence], logits: torch.Tensor) -> list[bool]:
+    def _step(self, batch: KVBatch, seqs: list[TrackedRequest], logits: torch.Tensor) -> list[bool]:
         """Sample (or let trees choose) one token per row, remember finished rows' KV and add the rows that
         forks made to ``batch`` and ``seqs``; which rows finished, the new ones included."""
         finished, forks = self._sample(seqs, logits)
@@ -458,7 +458,7 @@ class TorchEngine:
             finished += [False] * len(forks)
         return finished
 
-    def _remember(self, batch: KVBatch, seqs: list[Sequence], finished: list[bool]) -> None:
+    def _remember(self, batch: KVBatch, seqs: list[TrackedRequest], finished: list[bool]) -> None:
         """Put the KV of each finished row's tokens (all but the last sampled one) in the prefix cache."""
         for row, (seq, done) in enumerate(zip(seqs, finished, strict=True)):
             if done:
@@ -470,8 +470,8 @@ class TorchEngine:
         self._batch = self._batch.select(rows) if self._batch is not None else None
 
     def _sample(
-        self, seqs: list[Sequence], logits: torch.Tensor
-    ) -> tuple[list[bool], list[tuple[int, Sequence]]]:
+        self, seqs: list[TrackedRequest], logits: torch.Tensor
+    ) -> tuple[list[bool], list[tuple[int, TrackedRequest]]]:
         """Give each row its next token (sampled, or chosen by its tree), append it and resolve the rows that
         finish; which rows finished, and the forks made as (parent row, live child)."""
         groups: dict[tuple[float, float], list[int]] = {}
@@ -513,9 +513,9 @@ class TorchEngine:
         return finished, live
 
     def _grow_trees(
-        self, seqs: list[Sequence], logits: torch.Tensor, rows: list[int], row_logprobs: list[torch.Tensor],
+        self, seqs: list[TrackedRequest], logits: torch.Tensor, rows: list[int], row_logprobs: list[torch.Tensor],
         tokens: list[int],
-    ) -> list[tuple[int, Sequence]]:
+    ) -> list[tuple[int, TrackedRequest]]:
         """One step of the tree phase for the trees of ``rows``: each tree's search picks its branches' tokens
         (into ``tokens``), forks and prunes from the untempered top-k; the forks as (parent row, child)."""
         trees: dict[TreeRun, list[int]] = {}
@@ -527,13 +527,13 @@ class TorchEngine:
         index = torch.tensor(rows, device=logits.device)
         top_probs, top_ids = torch.softmax(logits.index_select(0, index).float(), dim=-1).topk(k, dim=-1)
         tops = dict(zip(rows, zip(top_ids.tolist(), top_probs.tolist(), strict=True), strict=True))
-        forks: list[tuple[int, Sequence]] = []
+        forks: list[tuple[int, TrackedRequest]] = []
         for run, tree_rows in trees.items():
             by_branch = {seqs[row].branch: row for row in tree_rows}
-            width = run.search.params.top_k
+            top_k = run.search.params.top_k
             decision = run.search.advance(
-                {branch: (tops[row][0][:width], tops[row][1][:width]) for branch, row in by_branch.items()},
-                allowed={branch: {t for t in tops[row][0][:width] if row_logprobs[row][t] > float("-inf")}
+                {branch: (tops[row][0][:top_k], tops[row][1][:top_k]) for branch, row in by_branch.items()},
+                allowed={branch: {t for t in tops[row][0][:top_k] if row_logprobs[row][t] > float("-inf")}
                          for branch, row in by_branch.items()},
             )
             run.tree_tokens += len(tree_rows)
@@ -552,13 +552,13 @@ class TorchEngine:
             run.check_done()
         return [(row, child) for row, child in forks if not child.pruned]
 
-    def _fork(self, parent: Sequence, branch: int, token: int, logprob: float) -> Sequence:
+    def _fork(self, parent: TrackedRequest, branch: int, token: int, logprob: float) -> TrackedRequest:
         """A new branch of ``parent``'s tree: its tokens so far (this step's not yet appended), then ``token``."""
         run = parent.tree
         assert run is not None
         run.tree_tokens += 1
         run.decoded_tokens += 1
-        return Sequence(
+        return TrackedRequest(
             request=parent.request,
             generator=torch.Generator(device=self.device).manual_seed(branch_seed(run.seed, branch)),
             future=parent.future,  # never settled: a branch settles through its tree
@@ -572,7 +572,7 @@ class TorchEngine:
             tree_chosen=[*parent.tree_chosen, True],
         )
 
-    def _settle_if_done(self, seq: Sequence) -> bool:
+    def _settle_if_done(self, seq: TrackedRequest) -> bool:
         """Resolve ``seq`` if its last token ends it (telling its tree, while the tree phase lasts); whether it did."""
         reason = self._finish_reason(seq)
         if reason is None:
@@ -582,7 +582,7 @@ class TorchEngine:
         seq.resolve(reason)
         return True
 
-    def _finish_reason(self, seq: Sequence) -> FinishReason | None:
+    def _finish_reason(self, seq: TrackedRequest) -> FinishReason | None:
         sampling = seq.request.sampling
         if seq.token_ids[-1] in self.eos_token_ids:
             return "stop"
