@@ -40,20 +40,20 @@ from agentgym.rollout.pool import EnvPool
 from agentgym.tasks import Task
 from agentgym.trajectory import Trajectory, Turn
 
-Decision = tuple[tuple[str, str], ...]
+TurnCalls = tuple[tuple[str, str], ...]
 """What the agent decided in one turn: its calls as (name, arguments as sorted JSON), in order; none for a turn
 whose text held no call that could be read."""
 
 
-def decision(turn: Turn) -> Decision:
-    """The decision of ``turn``: the same for any text, in any call format, that makes the same calls."""
+def turn_calls(turn: Turn) -> TurnCalls:
+    """The calls of ``turn``: the same for any text, in any call format, that makes the same calls."""
     return tuple((call.name, json.dumps(call.arguments, sort_keys=True, default=str)) for call in turn.tool_calls)
 
 
 def decided_alike(mine: Sequence[Turn], theirs: Sequence[Turn], settings: LatrParams) -> bool:
     """Whether a child's turns since its fork decided as its parent's did, by the measures ``settings`` gives
     thresholds to (:func:`~agentgym.inference.similarity.look_alike`, over decisions rather than tokens)."""
-    return look_alike([decision(turn) for turn in mine], [decision(turn) for turn in theirs],
+    return look_alike([turn_calls(turn) for turn in mine], [turn_calls(turn) for turn in theirs],
                       edit=settings.prune_threshold, suffix=settings.suffix_match_threshold,
                       rouge=settings.rouge_l_threshold)
 

@@ -55,7 +55,7 @@ from agentgym.inference.types import SamplingParams
 from agentgym.metrics_log import read_metrics
 from agentgym.policies.lm import LMPolicy
 from agentgym.rollout.config import RolloutConfig, TreeRollout
-from agentgym.rollout.tree_group import decision
+from agentgym.rollout.tree_group import turn_calls
 from agentgym.trainers import TrainConfig, train
 from agentgym.trajectory import Trajectory, distinct_actions, has_signal
 
@@ -208,7 +208,7 @@ def _sweep_figures(groups: list[list[Trajectory]], decoded: int) -> dict[str, fl
     def per_tree(key: str) -> float:
         return statistics.fmean(tree[key] for tree in trees) if trees else 0.0
 
-    return {"distinct_answers": statistics.fmean(len({decision(t.turns[-1]) if t.turns else () for t in g})
+    return {"distinct_answers": statistics.fmean(len({turn_calls(t.turns[-1]) if t.turns else () for t in g})
                                                  for g in groups),
             "distinct_action_sequences": statistics.fmean(map(distinct_actions, groups)),
             "mixed_group_fraction": statistics.fmean(map(has_signal, groups)),

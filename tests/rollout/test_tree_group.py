@@ -18,7 +18,7 @@ from agentgym.policies.lm import LMPolicy
 from agentgym.registration import _registry
 from agentgym.rollout.config import TreeRollout
 from agentgym.rollout.pool import EnvPool
-from agentgym.rollout.tree_group import decided_alike, decision, play_tree_group
+from agentgym.rollout.tree_group import decided_alike, play_tree_group, turn_calls
 from agentgym.tasks import Task
 from agentgym.trajectory import Turn
 from tests.conftest import CounterEnv
@@ -152,12 +152,12 @@ def hermes(name: str, **arguments) -> str:
 
 
 def test_a_decision_is_the_same_whatever_the_call_format():
-    up = [decision(turn) for turn in turns("games/FrozenLake-v0", ['move(direction="up")', "move('up')",
+    up = [turn_calls(turn) for turn in turns("games/FrozenLake-v0", ['move(direction="up")', "move('up')",
                                                                    '  [move( direction = "up" )]  '])]
-    up.append(decision(turns("games/FrozenLake-v0", [hermes("move", direction="up")], parser="hermes")[0]))
+    up.append(turn_calls(turns("games/FrozenLake-v0", [hermes("move", direction="up")], parser="hermes")[0]))
     assert up == [(("move", '{"direction": "up"}'),)] * 4
-    assert decision(turns("games/FrozenLake-v0", ['move(direction="down")'])[0]) != up[0]
-    assert decision(turns("games/FrozenLake-v0", ["I would go up"])[0]) == ()  # no call read: no move made
+    assert turn_calls(turns("games/FrozenLake-v0", ['move(direction="down")'])[0]) != up[0]
+    assert turn_calls(turns("games/FrozenLake-v0", ["I would go up"])[0]) == ()  # no call read: no move made
 
 
 # Per environment: the parent's actions, a child's that make the same calls in other words, a child's that differ.

@@ -380,7 +380,7 @@ class _Table:
 
 
 @dataclass(frozen=True)
-class Decision:
+class AdmissionVerdict:
     """Where admission put a job: ``group`` (``kind`` ``new`` when it opened it), the node ids it is pinned to
     there, or ``None`` with the ``reason``."""
 
@@ -417,7 +417,7 @@ class Admission:
     _table: _Table = field(default_factory=_Table)
 
     def place(self, job: str, profile: Profile, *, group: int | None = None,
-              rollout: Sequence[int] = ()) -> Decision:
+              rollout: Sequence[int] = ()) -> AdmissionVerdict:
         """Admit ``job``: into ``group`` where given, on the ``rollout`` node ids it names (a job re-registering
         after a scheduler restart keeps its group and nodes, fit or not), else where it adds the least cost. A
         refused job is not admitted."""
@@ -440,7 +440,7 @@ class Admission:
                 return self._join(job, profile, self._open(index, profile), None)
         if best is not None:
             return self._join(job, profile, best[1], best[0])
-        return Decision(job, None, reason=self._refusal(profile))
+        return AdmissionVerdict(job, None, reason=self._refusal(profile))
 
     def remove(self, job: str) -> tuple[Group, tuple[int, ...]] | None:
         """Take ``job`` out of its group (a finished, crashed or cancelled job): the group it left and the rollout
@@ -462,15 +462,15 @@ class Admission:
         group = self.groups[index] = Group(index, self.machines, profile.size, self.rules.model)
         return group
 
-    def _join(self, job: str, profile: Profile, group: Group, placement: Placement | None) -> Decision:
+    def _join(self, job: str, profile: Profile, group: Group, placement: Placement | None) -> AdmissionVerdict:
         placement = placement or group.fresh_placement(profile)
         member = group.add(job, profile, placement)
         self._where[job] = group.id
         self._table.put(group, self.rules.slo_margin)
-        return Decision(job, group.id, placement.kind, added_cost=placement.added_cost, rollout=member.rollout,
+        return AdmissionVerdict(job, group.id, placement.kind, added_cost=placement.added_cost, rollout=member.rollout,
                         train=member.train, added=member.rollout[len(placement.rollout):])
 
-    def _rejoin(self, job: str, profile: Profile, index: int, rollout: tuple[int, ...]) -> Decision:
+    def _rejoin(self, job: str, profile: Profile, index: int, rollout: tuple[int, ...]) -> AdmissionVerdict:
         group = self.groups.get(index)
         if group is None:
             self.capacity.claim(index)
