@@ -160,7 +160,8 @@ def collate(trajectories: Sequence[Trajectory], advantages: torch.Tensor, pad_id
         loss_mask[row, :n] = torch.tensor(t.loss_mask[start:end], dtype=torch.float32)
         behaviour[row, :n] = torch.tensor(t.logprobs[start:end], dtype=torch.float32)
         versions[row, :n] = torch.tensor(t.versions[start:end])
-    order = torch.tensor([i for i, *_ in spans], dtype=torch.long)
+    places = [i for i, *_ in spans]
+    order = torch.tensor(places, dtype=torch.long)
     return TrainBatch(
         input_ids=input_ids,
         attention_mask=attention,
@@ -168,9 +169,9 @@ def collate(trajectories: Sequence[Trajectory], advantages: torch.Tensor, pad_id
         behaviour_logprobs=behaviour[:, 1:],
         versions=versions[:, 1:],
         advantages=advantages[order].float(),
-        rewards=torch.tensor([trajectories[i].reward for i in order.tolist()], dtype=torch.float32),
-        groups=torch.tensor([groups[i] if groups is not None else 0 for i in order.tolist()], dtype=torch.long),
+        rewards=torch.tensor([trajectories[i].reward for i in places], dtype=torch.float32),
+        groups=torch.tensor([groups[i] if groups is not None else 0 for i in places], dtype=torch.long),
         index=order,
         segment=torch.tensor([segment for _, segment, *_ in spans], dtype=torch.long),
-        sequence_tokens=torch.tensor([sum(trajectories[i].loss_mask) for i in order.tolist()], dtype=torch.float32),
+        sequence_tokens=torch.tensor([sum(trajectories[i].loss_mask) for i in places], dtype=torch.float32),
     )

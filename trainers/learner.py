@@ -75,7 +75,7 @@ class Learner:
         self.version = 0
         self.trainer_logprobs: dict[tuple[int, int], list[float]] = {}
         """The last step's first-pass logprobs of this rank's trained rows' agent tokens, by collated place and
-        segment (:func:`trajectory_logprobs` joins a trajectory's)."""
+        segment (:func:`by_trajectory` joins each trajectory's)."""
         exact = config.algorithm.old_logprobs == "exact"
         if config.trainer.activation_checkpointing:  # non-reentrant: works under ddp and fsdp, and with no_grad
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -371,10 +371,12 @@ _STEP_METRICS = ("train/grad_norm", "train/lr", "train/ess", "train/ess_ratio", 
 """Metrics of the whole step, the same on every rank (the baseline's only with ``vcpo.baseline: min_variance``)."""
 
 
-def trajectory_logprobs(pieces: dict[tuple[int, int], list[float]], place: int) -> list[float]:
-    """The trainer logprobs of the trajectory collated at ``place``: its segments' in order (empty if untrained)."""
-    segments = sorted(segment for p, segment in pieces if p == place)
-    return [value for segment in segments for value in pieces[place, segment]]
+def by_trajectory(pieces: dict[tuple[int, int], list[float]]) -> dict[int, list[float]]:
+    """:attr:`Learner.trainer_logprobs` by the collated place of each trajectory: its segments' joined in order."""
+    joined: dict[int, list[float]] = {}
+    for place, segment in sorted(pieces):
+        joined.setdefault(place, []).extend(pieces[place, segment])
+    return joined
 
 
 def merge_metrics(parts: list[dict[str, float]], batch: TrainBatch) -> dict[str, float]:

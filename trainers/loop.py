@@ -75,7 +75,7 @@ from agentgym.trainers.checkpoint import (
 from agentgym.trainers.config import TrainConfig
 from agentgym.trainers.curriculum import SuccessWindow
 from agentgym.trainers.forced_lag import LaggedEngine
-from agentgym.trainers.learner import MODEL_DIR, Learner, load_model, resolve_device, trajectory_logprobs
+from agentgym.trainers.learner import MODEL_DIR, Learner, by_trajectory, load_model, resolve_device
 from agentgym.trainers.metrics import by_environment, eval_by_environment
 from agentgym.trainers.mixture import SuiteMixture
 from agentgym.trainers.mux.client import MuxClient
@@ -490,6 +490,7 @@ class _Run:
         if self.rollouts is None:
             return
         places = {index: place for place, index in enumerate(keep)}  # a trained episode's row in the batch
+        trainer_logprobs = by_trajectory(self.learner.trainer_logprobs)
         played = [(group, outcome) for groups, outcome in ((draw.trained, "trained"), (draw.dropped, "dropped"),
                                                            (draw.stale, "stale")) for group in groups]
         members = [(member, trajectory, outcome) for group, outcome in played for member, trajectory in enumerate(group)]
@@ -500,7 +501,7 @@ class _Run:
                 trajectory, step=self.learner.version, position=group["index"], carried=bool(group["carry"]),
                 member=member, outcome="uniform" if outcome == "trained" and place is None else outcome,
                 advantage=None if place is None else advantages[index],
-                trainer_logprobs=() if place is None else trajectory_logprobs(self.learner.trainer_logprobs, place)))
+                trainer_logprobs=() if place is None else trainer_logprobs.get(place, ())))
         self.rollouts.append(records)
 
     def _pad_id(self) -> int:

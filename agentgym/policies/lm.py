@@ -58,7 +58,7 @@ class LMPolicy:
         spec = getattr(env, "spec", None)
         return self.contexts.get(getattr(spec, "id", ""), self.context)
 
-    def record(self, env: Env) -> TokenRecord:
+    def token_record(self, env: Env) -> TokenRecord:
         """An empty token record for an episode in ``env``, with its context policy and budget."""
         context = self.context_for(env)
         budget = None
@@ -79,7 +79,7 @@ class TokenSession:
 
     def __init__(self, policy: LMPolicy, env: Env, rng: np.random.Generator) -> None:
         self.policy, self.env, self.rng = policy, env, rng
-        self.tokens = policy.record(env)
+        self.tokens = policy.token_record(env)
         self.id = uuid.uuid4().hex
         """Routes the episode's requests to one engine replica (a fork keeps its parent's, to share its prefix)."""
 

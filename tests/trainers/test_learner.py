@@ -12,7 +12,7 @@ from transformers import AutoModelForCausalLM
 from agentgym.algorithms import policy_loss
 from agentgym.trainers.batch import TrainBatch, collate
 from agentgym.trainers.config import TrainConfig
-from agentgym.trainers.learner import Learner, trajectory_logprobs
+from agentgym.trainers.learner import Learner, by_trajectory
 from agentgym.trajectory import Trajectory
 from tests.trainers.envs import VOWELS_ID
 
@@ -289,7 +289,7 @@ def test_a_trajectory_in_segments_trains_as_its_one_row_does(tiny_model_dir, agg
         batch = _batch(learner, trajectories, [1.0, -0.5])
         metrics = learner.step(batch)
         grads = torch.cat([p.grad.flatten() for p in learner.model.parameters()])
-        results.append((grads, metrics, trajectory_logprobs(learner.trainer_logprobs, 0)))
+        results.append((grads, metrics, by_trajectory(learner.trainer_logprobs)[0]))
     (grads, metrics, logprobs), (split_grads, split_metrics, split_logprobs) = results
     assert grads.abs().max() > 0.1
     torch.testing.assert_close(split_grads, grads, rtol=1e-4, atol=1e-6)
