@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 skipped=77
 if [ "${1-}" = -h ] || [ "${1-}" = --help ]; then  # this header, then the checks' own options where Python runs
   sed -n '2,11s/^# \{0,1\}//p' scripts/gpu_check.sh
-  if [ -x .venv/bin/python ]; then echo; .venv/bin/python benchmarks/perf/gpu.py --help | sed -n '/^options:/,$p'; fi
+  if [ -x .venv/bin/python ]; then echo; .venv/bin/python -m benchmarks.perf.gpu --help | sed -n '/^options:/,$p'; fi
   exit 0
 fi
 
@@ -80,7 +80,7 @@ EOF
 fi
 
 status=0
-.venv/bin/python benchmarks/perf/gpu.py "$@" || status=$?
+.venv/bin/python -m benchmarks.perf.gpu "$@" || status=$?
 if [ "$status" = "$skipped" ]; then  # nvidia-smi lists a GPU, but torch sees none
   echo "gpu_check: failed: nvidia-smi lists a GPU but torch in .venv sees no CUDA device (a driver older than" \
     "torch's CUDA?)" >&2

@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from report import RESULTS, load_average, machine, write_result
 from transformers import AutoModelForCausalLM
 
 from agentgym.models import init_model
@@ -43,6 +42,7 @@ from agentgym.trainers.batch import TrainBatch, collate
 from agentgym.trainers.config import TrainConfig
 from agentgym.trainers.learner import Learner
 from agentgym.trajectory import Trajectory
+from benchmarks.perf.report import RESULTS, load_average, machine, write_result
 
 GOAL = {"tokens_per_second_ratio": 1.3}
 
@@ -110,9 +110,9 @@ def long_tailed_batch(rows: int, median: int, sigma: float, max_length: int, voc
 
 def _spawn(args: argparse.Namespace, model: Path, arm: str, budget: int | None) -> dict[str, Any]:
     """One arm in a process of its own; its figures."""
-    command = [sys.executable, __file__, "--arm", arm, "--model", str(model), "--rows", str(args.rows),
-               "--median", str(args.median), "--sigma", str(args.sigma), "--max-length", str(args.max_length),
-               "--micro", str(args.micro), "--steps", str(args.steps)]
+    command = [sys.executable, "-m", "benchmarks.perf.batching", "--arm", arm, "--model", str(model),
+               "--rows", str(args.rows), "--median", str(args.median), "--sigma", str(args.sigma),
+               "--max-length", str(args.max_length), "--micro", str(args.micro), "--steps", str(args.steps)]
     if budget is not None:
         command += ["--max-tokens", str(budget)]
     done = subprocess.run(command, capture_output=True, text=True, check=True)

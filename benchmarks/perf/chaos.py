@@ -42,12 +42,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-from chaos_faults import EXPECTED_CAUSE, FAULTS, ChaosPolicy, FaultLog, FaultPlan, Latencies
-from report import load_average, machine, write_result
-
 import agentgym
 from agentgym import TaskSet, Timeouts
 from agentgym.inference import SamplingParams
@@ -59,6 +53,8 @@ from agentgym.rollout import RolloutConfig, RolloutScheduler
 from agentgym.sandboxes import local_sandbox
 from agentgym.sandboxes.base import owner
 from agentgym.trajectory import Trajectory
+from benchmarks.perf.chaos_faults import EXPECTED_CAUSE, FAULTS, ChaosPolicy, FaultLog, FaultPlan, Latencies
+from benchmarks.perf.report import RESULTS, load_average, machine, write_result
 
 LAKE_ID, SHELL_ID = "perf/ChaosLake-v0", "perf/ChaosShell-v0"
 GOAL = {"deadlocks": 0, "crashes": 0, "lost": 0, "doubled": 0, "leaked": 0, "counts_add_up": True, "misclassified": 0,
@@ -470,7 +466,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--tool-timeout", type=float, default=5.0)
     parser.add_argument("--episode-timeout", type=float, default=30.0)
     parser.add_argument("--deadline", type=float, default=600.0, help="Seconds an arm may run before it counts as a deadlock.")
-    parser.add_argument("--out", type=Path, default=HERE.parent / "results" / "chaos.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "chaos.json")
     args = parser.parse_args()
     quick = {"episodes": 200, "sandbox_episodes": 40} if args.quick else {"episodes": 1000, "sandbox_episodes": 200}
     for name, value in quick.items():
@@ -481,8 +477,8 @@ def parse_args() -> argparse.Namespace:
 
 if __name__ == "__main__":
     arguments = parse_args()
-    agentgym.register(LAKE_ID, "chaos_faults:ChaosLake")
-    agentgym.register(SHELL_ID, "chaos_faults:ChaosShell")
+    agentgym.register(LAKE_ID, "benchmarks.perf.chaos_faults:ChaosLake")
+    agentgym.register(SHELL_ID, "benchmarks.perf.chaos_faults:ChaosShell")
     result = main(arguments)
     print(f"deadlocks {result['deadlocks']}, crashes {result['crashes']}, loop stalls {result['loop_stalls']}, lost {result['lost']}, doubled "
           f"{result['doubled']}, leaked {result['leaked']}, counts add up {result['counts_add_up']}, misclassified "

@@ -4,8 +4,7 @@
 from the episode's own random generator, which the scheduler seeds per attempt, so a retried episode
 draws afresh and the same run draws the same faults. It hands environment faults to the environment
 (a :class:`FaultyEnv`), which plays them at reset, at a step or at close, and plays policy faults
-itself. Every fault is written to a :class:`FaultLog`, with whether it struck. Importable from
-``benchmarks/perf`` (``chaos.py`` puts it on ``sys.path``).
+itself. Every fault is written to a :class:`FaultLog`, with whether it struck.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from long_tail_env import LongTailLake
 
 from agentgym import Env, Message
 from agentgym.core import StepResult
@@ -26,6 +24,7 @@ from agentgym.envs.tools.shell import ShellEnv
 from agentgym.policies import Policy, PolicySession
 from agentgym.sandboxes import local_sandbox
 from agentgym.trajectory import Trajectory
+from benchmarks.perf.long_tail_env import LongTailLake
 
 EXPECTED_CAUSE: dict[str | None, str | None] = {
     None: None,

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from report import RESULTS, machine, write_result
 
 from agentgym.inference import GenerationRequest, SamplingParams
 from agentgym.inference._gqa_attention import NAME
 from agentgym.inference.torch_engine import TorchEngine
 from agentgym.models import init_model
+from benchmarks.perf.report import RESULTS, machine, write_result
 
 
 async def play_all(engine: TorchEngine, episodes: list[list[list[int]]], args: argparse.Namespace

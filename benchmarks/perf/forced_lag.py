@@ -31,16 +31,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-from curves import Curve, mean_curve, plot_curves
-from report import RESULTS, load_average, machine, write_result
-from warm_start import CONFIGS, warm_start
-
 from agentgym.config import load_config
 from agentgym.metrics_log import read_metrics
 from agentgym.trainers import TrainConfig, train
+from benchmarks.perf.curves import Curve, mean_curve, plot_curves
+from benchmarks.perf.report import RESULTS, load_average, machine, write_result
+from benchmarks.perf.warm_start import CONFIGS, warm_start
 
 GOAL = {"vcpo_gap_points": 2.0}
 PROXIMAL = ["algorithm.old_logprobs=recompute", "trainer.async_ratio=0"]

@@ -57,11 +57,9 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Self
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
-sys.path.insert(0, str(HERE))
+from benchmarks.perf.report import RESULTS, load_average, machine, write_result
 
-from report import RESULTS, load_average, machine, write_result
+ROOT = Path(__file__).resolve().parents[2]
 
 PASSED, FAILED, SKIPPED = 0, 1, 77
 """Exit statuses: 77 is the conventional "skipped" status of test harnesses (automake, meson)."""
@@ -356,7 +354,7 @@ def checks(options: Options) -> list[Check]:
     def child(name: str) -> Callable[[Path], list[str]]:
         def argv(figures_file: Path) -> list[str]:
             extra = ["--eager"] if options.eager else []
-            return [sys.executable, str(Path(__file__).resolve()), "--child", name, "--model", str(options.model),
+            return [sys.executable, "-m", "benchmarks.perf.gpu", "--child", name, "--model", str(options.model),
                     "--work", str(options.work), "--figures", str(figures_file), "--parity-k3", str(options.parity_k3),
                     *extra]
         return argv
@@ -600,7 +598,6 @@ def check_rl_steps(options: Options, figures: dict[str, Any]) -> None:
 
 def check_templates_lora(options: Options, figures: dict[str, Any]) -> None:
     """Issue-52 paths together on the GPU: a template that rewrites earlier turns, adapters, token budgets."""
-    sys.path.insert(0, str(ROOT))
     from tests.qwen3_style import qwen3_style_model
 
     model = qwen3_style_model(options.model, options.work / "qwen3-style")

@@ -39,14 +39,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-import countdown
-from curves import mean_curve, plot_curves
-from report import RESULTS, load_average, machine, write_result
-from warm_start import CONFIGS, warm_start
-
 from agentgym import TaskSet
 from agentgym.config import load_config
 from agentgym.evaluation.play import play_groups
@@ -58,6 +50,12 @@ from agentgym.rollout.config import RolloutConfig, TreeRollout
 from agentgym.rollout.tree_group import turn_calls
 from agentgym.trainers import TrainConfig, train
 from agentgym.trajectory import Trajectory, distinct_actions, has_signal
+from benchmarks.perf import countdown
+from benchmarks.perf.curves import mean_curve, plot_curves
+from benchmarks.perf.report import RESULTS, load_average, machine, write_result
+from benchmarks.perf.warm_start import CONFIGS, warm_start
+
+HERE = Path(__file__).resolve().parent
 
 ARMS = ("stochastic", "latr")
 SWEEP_ARMS: dict[str, dict[str, Any] | None] = {

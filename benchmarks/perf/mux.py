@@ -45,16 +45,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
-sys.path.insert(0, str(HERE))
-
-from report import RESULTS, load_average, machine, write_result
-from warm_start import CONFIGS, warm_start
-
 from agentgym.config import load_config
 from agentgym.trainers import TrainConfig
 from agentgym.trainers.checkpoint import latest_checkpoint
+from benchmarks.perf.report import RESULTS, load_average, machine, write_result
+from benchmarks.perf.warm_start import CONFIGS, warm_start
+
+ROOT = Path(__file__).resolve().parents[2]
 
 GOAL = {"balanced": {"steps_per_core_hour_ratio": 1.6, "slowdown_max": 1.25},
         "rollout_heavy": {"steps_per_core_hour_ratio": 1.3}}

@@ -31,17 +31,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
-from report import RESULTS, load_average, machine, write_result
 
 import agentgym
 from agentgym import Env, Message, TaskSet
 from agentgym.policies import TextPolicy
 from agentgym.rollout import RolloutConfig, RolloutScheduler
+from benchmarks.perf.report import RESULTS, load_average, machine, write_result
 
 ENV_ID = "perf/Noop-v0"
 GOAL = {"ratio_vs_async_vector": 3}
@@ -167,7 +164,7 @@ def parse_args() -> argparse.Namespace:
 
 if __name__ == "__main__":
     arguments = parse_args()
-    agentgym.register(ENV_ID, "perf_envs:NoopEnv")
+    agentgym.register(ENV_ID, "benchmarks.perf.perf_envs:NoopEnv")
     result = main(arguments)
     steps = result["steps_per_second"]
     print(f"agentgym {steps['agentgym']:,} steps/s (interleaved {steps['agentgym_interleaved']:,}); "

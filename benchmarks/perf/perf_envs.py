@@ -1,5 +1,5 @@
 """Environments for the performance benchmarks: as cheap as an environment can be, so what is measured
-is the framework around them. Importable from ``benchmarks/perf`` (each script puts it on ``sys.path``)."""
+is the framework around them."""
 
 from __future__ import annotations
 

@@ -17,19 +17,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))  # env workers
-
 import ray
-from report import RESULTS, machine, write_result
 
 import agentgym
 from agentgym import OraclePolicy, RandomPolicy, TaskSet
@@ -41,6 +35,7 @@ from agentgym.policies.lm import LMPolicy
 from agentgym.rollout import RolloutConfig, RolloutScheduler
 from agentgym.rollout.iterate import drain
 from agentgym.rollout.runner import Backend, LocalBackend
+from benchmarks.perf.report import RESULTS, machine, write_result
 
 LONG_TAIL, SOLVER = "perf/LongTail-v0", "perf/Solver-v0"
 GOAL = {"overhead_ratio": 1.15, "scaling": 1.6}
@@ -142,8 +137,8 @@ def parse_args() -> argparse.Namespace:
 
 if __name__ == "__main__":
     arguments = parse_args()
-    agentgym.register(LONG_TAIL, "long_tail_env:LongTailEnv")
-    agentgym.register(SOLVER, "perf_envs:SolverEnv")
+    agentgym.register(LONG_TAIL, "benchmarks.perf.long_tail_env:LongTailEnv")
+    agentgym.register(SOLVER, "benchmarks.perf.perf_envs:SolverEnv")
     ray.init(include_dashboard=False, logging_level=logging.WARNING, runtime_env={"env_vars": worker_env()})
     try:
         result = asyncio.run(main(arguments))

@@ -1,6 +1,5 @@
 """What every perf script reports the same way: the machine it ran on, and its result written to
-``benchmarks/results/`` and printed as the last line. Importable from ``benchmarks/perf`` (a script's own
-folder is on ``sys.path``)."""
+``benchmarks/results/`` and printed as the last line."""
 
 from __future__ import annotations
 

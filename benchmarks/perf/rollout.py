@@ -21,11 +21,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-from report import RESULTS, machine, write_result
-
 import agentgym
 from agentgym import TaskSet
 from agentgym.inference import InferenceEngine, SamplingParams
@@ -34,6 +29,7 @@ from agentgym.models import init_model
 from agentgym.policies.lm import LMPolicy
 from agentgym.rollout import RolloutConfig, RolloutScheduler
 from agentgym.rollout.synchronous import run_lockstep
+from benchmarks.perf.report import RESULTS, machine, write_result
 
 ENV_ID = "perf/LongTail-v0"
 GOAL = {"speedup": 2.7, "engine_busy": 0.9}
@@ -169,7 +165,7 @@ def parse_args() -> argparse.Namespace:
 
 if __name__ == "__main__":
     arguments = parse_args()
-    agentgym.register(ENV_ID, "long_tail_env:LongTailEnv")
+    agentgym.register(ENV_ID, "benchmarks.perf.long_tail_env:LongTailEnv")
     result = asyncio.run(main(arguments))
     print(f"speedup {result['speedup']:.2f}x (goal {GOAL['speedup']}), engine busy {result['engine_busy']:.2f} "
           f"(goal {GOAL['engine_busy']})")

@@ -23,11 +23,10 @@ import sys
 import time
 from pathlib import Path
 
-from report import RESULTS, load_average, machine, write_result
-
 from agentgym.sandboxes import SandboxUnavailable, backend_module, open_sandbox
 from agentgym.sandboxes.base import SandboxSpec
 from agentgym.sandboxes.pool import SandboxPool
+from benchmarks.perf.report import RESULTS, load_average, machine, write_result
 
 ACQUIRE_GOAL_S, ACQUIRE_SPEEDUP_GOAL, EXEC_GOAL_S = 0.020, 20.0, 0.030
 

@@ -38,9 +38,9 @@ from typing import Any
 
 import httpx
 import psutil
-from report import RESULTS, load_average, machine, write_result
 
 from agentgym.models import init_model
+from benchmarks.perf.report import RESULTS, load_average, machine, write_result
 
 AGENTGYM = str(Path(sys.executable).with_name("agentgym"))
 GOAL = {"refusal_s": 1.0, "peak_rss_mib": 1536}

@@ -22,14 +22,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from report import RESULTS, load_average, machine, write_result
-
 from agentgym.config import load_config
 from agentgym.evaluation.scores import wilson_interval
 from agentgym.metrics_log import read_metrics
 from agentgym.models import init_model
 from agentgym.trainers import TrainConfig, train
 from agentgym.trainers.sft import SFTRunConfig, run_sft
+from benchmarks.perf.report import RESULTS, load_average, machine, write_result
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "trainers" / "configs"

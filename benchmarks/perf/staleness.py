@@ -35,17 +35,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-from pinning import pinned
-from report import RESULTS, load_average, machine, write_result
-from warm_start import CONFIGS, warm_start
-
 import agentgym
 from agentgym.config import load_config
 from agentgym.metrics_log import read_metrics
 from agentgym.trainers import TrainConfig, train
+from benchmarks.perf.pinning import pinned
+from benchmarks.perf.report import RESULTS, load_average, machine, write_result
+from benchmarks.perf.warm_start import CONFIGS, warm_start
 
 ENV_ID = "perf/LongTailLake-v0"
 GOAL = {"success_gap_points": 2.0, "carry_over_speedup": 1.15, "carry_at_once_speedup": 1.15}
@@ -73,7 +69,7 @@ def main() -> None:
     args = parser.parse_args()
     out = args.out or RESULTS / ("staleness_pinned.json" if args.pin else "staleness.json")
     steps, episodes, ratios = (3, 32, [0, 2]) if args.quick else (args.steps, 200, args.ratios)
-    agentgym.register(ENV_ID, "long_tail_env:LongTailLake")
+    agentgym.register(ENV_ID, "benchmarks.perf.long_tail_env:LongTailLake")
     with tempfile.TemporaryDirectory(prefix="agentgym-staleness-") as tmp:
         work = Path(tmp)
         model = args.model or warm_start(work)

@@ -29,8 +29,6 @@ import time
 from pathlib import Path
 from typing import Any, Self
 
-from report import RESULTS, load_average, machine, write_result
-
 import agentgym
 from agentgym import OraclePolicy, RandomPolicy, Task, TaskSet
 from agentgym.envs.swe.instances import load_instances
@@ -38,6 +36,7 @@ from agentgym.sandboxes.base import Sandbox
 from agentgym.sandboxes.docker_engine import client, ensure_engine
 from agentgym.sandboxes.images import build_images, image_names
 from agentgym.sandboxes.pool import SandboxPool
+from benchmarks.perf.report import RESULTS, load_average, machine, write_result
 
 START_GOAL_S, GRADING_GOAL_S, OVERHEAD_GOAL = 1.5, 10.0, 1.2
 ENV_ID = "swe/Repos-v0"

@@ -18,16 +18,12 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-from report import RESULTS, load_average, machine, write_result
-from warm_start import CONFIGS, warm_start
-
 import agentgym
 from agentgym.config import load_config
 from agentgym.metrics_log import read_metrics
 from agentgym.trainers import TrainConfig, train
+from benchmarks.perf.report import RESULTS, load_average, machine, write_result
+from benchmarks.perf.warm_start import CONFIGS, warm_start
 
 ENV_ID = "perf/LongTailLake-v0"
 GOAL = {"speedup": 1.5, "success_gap_points": 5.0}
@@ -44,7 +40,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS / "train_async_vs_sync.json")
     args = parser.parse_args()
     steps, episodes = (6, 64) if args.quick else (args.steps, 200)
-    agentgym.register(ENV_ID, "long_tail_env:LongTailLake")
+    agentgym.register(ENV_ID, "benchmarks.perf.long_tail_env:LongTailLake")
     with tempfile.TemporaryDirectory(prefix="agentgym-async-vs-sync-") as tmp:
         work = Path(tmp)
         model = args.model or warm_start(work)

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from report import RESULTS, machine, write_result
 from transformers import AutoModelForCausalLM
 
 from agentgym.cluster.backend import connect
@@ -33,6 +32,7 @@ from agentgym.trainers.config import TrainConfig
 from agentgym.trainers.learner import Learner
 from agentgym.trainers.rank_group import RankGroup
 from agentgym.trajectory import Trajectory
+from benchmarks.perf.report import RESULTS, machine, write_result
 
 
 def batch_of(rows: int, length: int, vocab: int) -> TrainBatch:

@@ -34,12 +34,12 @@ import urllib.request
 from pathlib import Path
 
 import psutil
-from report import RESULTS, load_average, machine, write_result
 
 from agentgym.evaluation.records import EPISODES, EpisodeRecord, RunFolder, RunSpec, tasks_digest
 from agentgym.messages import Message, TextPart, ToolCall
 from agentgym.tasks import Task
 from agentgym.trajectory import Trajectory, Turn
+from benchmarks.perf.report import RESULTS, load_average, machine, write_result
 
 ENVS = ("web/Shop-v0", "gui/ClickButton-v0", "games/FrozenLake-v0", "tools/Calculator-v0")
 LEVELS = ("easy", "medium", "hard")

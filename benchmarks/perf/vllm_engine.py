@@ -28,15 +28,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-from report import RESULTS, machine, write_result
-
 import agentgym
 from agentgym import TaskSet
 from agentgym.inference import GenerationRequest, SamplingParams
 from agentgym.models import init_model
+from benchmarks.perf.report import RESULTS, machine, write_result
 
 GOAL = {"overhead_ratio": 0.9}
 
@@ -137,9 +133,9 @@ def wide_model(tiny: Path, folder: Path, hidden: int, layers: int) -> Path:
 
 
 async def rollout_busy(engine, args: argparse.Namespace) -> dict:
-    import rollout
+    from benchmarks.perf import rollout
 
-    agentgym.register(rollout.ENV_ID, "long_tail_env:LongTailEnv")
+    agentgym.register(rollout.ENV_ID, "benchmarks.perf.long_tail_env:LongTailEnv")
     policy = rollout.VariedLengthPolicy(engine, (8, 96))
     env_kwargs = {"median": 0.1, "tail": 20.0, "max_turns": 3 if args.quick else 4}
     tasks = TaskSet.generate(rollout.ENV_ID, args.rollout_episodes, split="test")

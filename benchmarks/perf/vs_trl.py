@@ -37,14 +37,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
 import torch
-from report import RESULTS, load_average, machine, write_result
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
-from warm_start import CONFIGS, warm_start
 
 from agentgym.config import load_config
 from agentgym.evaluation.records import RunSpec, tasks_digest
@@ -56,6 +51,8 @@ from agentgym.metrics_log import read_metrics
 from agentgym.policies.lm import LMPolicy
 from agentgym.tasks import TaskSet
 from agentgym.trainers import TrainConfig, train
+from benchmarks.perf.report import RESULTS, load_average, machine, write_result
+from benchmarks.perf.warm_start import CONFIGS, warm_start
 
 ARMS = ("trl", "agentgym_sync", "agentgym_async")
 GOAL = {"throughput_ratio": 2.0, "time_to_trl_final_ratio": 0.5}
@@ -100,8 +97,8 @@ def main() -> None:
         arms = {}
         for arm in args.arms:
             part = work / f"{arm}.json"
-            subprocess.run([sys.executable, __file__, "--arm", arm, "--model", str(model), "--part", str(part),
-                            "--steps", str(args.steps), "--eval-every", str(args.eval_every),
+            subprocess.run([sys.executable, "-m", "benchmarks.perf.vs_trl", "--arm", arm, "--model", str(model),
+                            "--part", str(part), "--steps", str(args.steps), "--eval-every", str(args.eval_every),
                             "--eval-episodes", str(args.eval_episodes), "--trl-threads", str(args.trl_threads),
                             "--trl-generation", args.trl_generation],
                            check=True,

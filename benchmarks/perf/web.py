@@ -18,12 +18,12 @@ import time
 from pathlib import Path
 
 import psutil
-from report import RESULTS, load_average, machine, write_result
 
 from agentgym.envs.web.shop import ShopEnv
 from agentgym.episode import run_episode
 from agentgym.policies import OraclePolicy
 from agentgym.tasks import Task
+from benchmarks.perf.report import RESULTS, load_average, machine, write_result
 
 
 def _chromium_pss() -> int:

