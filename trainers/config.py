@@ -12,6 +12,7 @@ from agentgym.algorithms.vcpo import VcpoConfig
 from agentgym.cluster.config import BackendConfig
 from agentgym.config import Config
 from agentgym.episode import Timeouts
+from agentgym.inference import engine_spec, engines
 from agentgym.rollout.context import ContextPolicy
 from agentgym.suites import load_suite
 from agentgym.tracking.config import TrackingConfig
@@ -63,7 +64,9 @@ class ModelConfig(Config):
 class EngineConfig(Config):
     """The inference engine that samples the rollouts and receives new weights after every step."""
 
-    name: Literal["torch", "vllm"] = "torch"
+    name: str = "torch"
+    """A registered engine that a trainer can drive (:mod:`agentgym.inference.spec`): ``torch`` (in this process,
+    the default), ``vllm`` (GPU), or one a package registers."""
     max_batch_size: int = Field(64, ge=1)
     """Requests decoded together (torch engine)."""
     threads: int | None = 1
@@ -73,6 +76,15 @@ class EngineConfig(Config):
     kwargs: dict[str, Any] = Field(default_factory=dict)
     """Further engine arguments (for vLLM: ``vllm.AsyncEngineArgs`` fields such as ``gpu_memory_utilization``,
     and ``weight_transport``/``transport_options``)."""
+
+    @field_validator("name")
+    @classmethod
+    def _trainable(cls, name: str) -> str:
+        if not engine_spec(name).trainable:  # an unknown name: a ValueError listing the registered ones
+            trainable = ", ".join(other for other, spec in engines().items() if spec.trainable)
+            raise ValueError(f"the {name} engine cannot be trained (a trainer needs one that holds the model and "
+                             f"sleeps); choose one of: {trainable}")
+        return name
 
 
 class SamplingSection(Config):
@@ -343,11 +355,16 @@ class TrainConfig(Config):
                 self.trainer.parallel == "fsdp":
             raise ValueError("algorithm.vcpo.grad_norm: exact takes a backward pass per trajectory through a rank's "
                              "whole model, which fsdp shards; use logits under trainer.strategy fsdp")
-        if self.rollout.sampling == "latr" and self.engine.name == "vllm" and \
+        engine = engine_spec(self.engine.name)
+        if self.rollout.sampling == "latr" and not engine.trees:
+            growers = ", ".join(name for name, spec in engines().items() if spec.trees and spec.trainable)
+            raise ValueError(f"rollout.sampling: latr grows trees, which the {self.engine.name} engine cannot; "
+                             f"set engine.name to one that can ({growers})")
+        if self.rollout.sampling == "latr" and engine.untempered_tree_logprobs and \
                 (self.sampling.temperature != 1.0 or self.sampling.top_p != 1.0):
-            raise ValueError("sampling.temperature: LATR on the vllm engine records its tree tokens' untempered "
-                             "logprobs, the behaviour policy's only at temperature 1 and top_p 1, so the off-policy "
-                             "correction would be wrong; sample at 1 and 1, or use engine.name=torch")
+            raise ValueError(f"sampling.temperature: LATR on the {self.engine.name} engine records its tree tokens' "
+                             "untempered logprobs, the behaviour policy's only at temperature 1 and top_p 1, so the "
+                             "off-policy correction would be wrong; sample at 1 and 1, or use engine.name=torch")
         if self.trainer.forced_lag is not None and (self.trainer.async_ratio or self.mux.address is not None
                                                     or self.trainer.colocate):
             raise ValueError("trainer.forced_lag: a forced lag runs the rollout synchronously on trailing weights "

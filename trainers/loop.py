@@ -47,6 +47,7 @@ from agentgym.config import dump_config, load_config
 from agentgym.errors import AgentGymError
 from agentgym.evaluation.records import RunSpec, tasks_digest
 from agentgym.evaluation.run import run_evaluation
+from agentgym.inference import EngineSettings, engine_spec
 from agentgym.inference.types import InferenceEngine, SamplingParams, SleepingEngine
 from agentgym.metrics_log import JSONL_NAME, MetricsLog, plot_curves, read_metrics, rewind_jsonl
 from agentgym.policies.lm import LMPolicy
@@ -302,18 +303,10 @@ class _Run:
     def _new_engine(self) -> SleepingEngine:
         """An engine of ``config.engine`` on the model the run started from."""
         config = self.config.engine
-        kwargs = dict(config.kwargs)
-        if config.name == "torch":
-            kwargs.setdefault("max_batch_size", config.max_batch_size)
-            kwargs.setdefault("device", str(self.device))
-        else:
-            if self.config.model.dtype:  # the engine samples in the dtype the learner trains in
-                kwargs.setdefault("dtype", self.config.model.dtype)
-            if self.config.trainer.colocate or self.client is not None:  # it sleeps between its turns
-                kwargs.setdefault("enable_sleep_mode", True)
-        kwargs.setdefault("max_model_len", config.max_context)
-        if config.name == "torch":  # for replicas in processes of their own; here, torch's threads are set already
-            kwargs.setdefault("threads", config.threads)
+        settings = EngineSettings(max_batch_size=config.max_batch_size, max_context=config.max_context,
+                                  threads=config.threads, device=str(self.device), dtype=self.config.model.dtype,
+                                  sleeps=self.config.trainer.colocate or self.client is not None)
+        kwargs = {**engine_spec(config.name).kwargs(settings), **config.kwargs}
         # a LoRA run's checkpoint holds the adapter alone: a resumed run's engine starts from the base model, and is
         # sent the merged weights at once (:meth:`_engine`)
         source = Path(self.config.model.path) if self.config.model.lora else self.source

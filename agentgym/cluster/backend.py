@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentgym.cluster.config import RayConfig
 from agentgym.errors import AgentGymError
+from agentgym.inference import engine_spec, engines
 from agentgym.lifetime import stop_handlers_kept
 from agentgym.policies import Policy
 from agentgym.registration import spec
@@ -65,8 +66,10 @@ class RayBackend:
         """:attr:`config`'s ``engine_replicas`` replicas of engine ``name`` on ``model``, as one engine."""
         from agentgym.cluster.engines import ReplicatedEngine
 
-        if name not in ("torch", "vllm"):
-            raise AgentGymError(f"the ray backend runs torch or vllm engine replicas, not {name!r}")
+        if not engine_spec(name).replicable:
+            replicable = ", ".join(other for other, spec in engines().items() if spec.replicable)
+            raise AgentGymError(f"the ray backend runs replicas of an engine that can be replicated ({replicable}), "
+                                f"not {name!r}")
         config = self.config
         count, memory = config.engine_replicas, config.replica_memory_mb * MIB
         options = {"num_cpus": config.replica_cpus, "num_gpus": config.replica_gpus, "memory": memory or None,

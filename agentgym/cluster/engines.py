@@ -32,7 +32,7 @@ from ray.exceptions import RayActorError
 
 from agentgym.cluster.members import Members, answer
 from agentgym.errors import AgentGymError
-from agentgym.inference import engine_class
+from agentgym.inference import EngineSpec, engine_spec
 from agentgym.inference.tree import LatrParams
 from agentgym.inference.types import (
     EngineStats,
@@ -73,11 +73,12 @@ class WeightBoard:
 
 
 class EngineReplica:
-    """(A Ray actor.) One engine; on its first call after a (re)start it loads the latest weights from the
-    board named ``board`` (a name, not a handle: a restart could not use arguments held in the object store)."""
+    """(A Ray actor.) One engine of ``spec`` (which travels whole: the engine need not be registered in the actor's
+    process); on its first call after a (re)start it loads the latest weights from the board named ``board`` (a
+    name, not a handle: a restart could not use arguments held in the object store)."""
 
-    def __init__(self, engine: str, model: str, kwargs: dict[str, Any], board: str) -> None:
-        self.engine: SleepingEngine = engine_class(engine)(model, **kwargs)
+    def __init__(self, spec: EngineSpec, model: str, kwargs: dict[str, Any], board: str) -> None:
+        self.engine: SleepingEngine = spec.load()(model, **kwargs)
         self._board = board
         self._synced: asyncio.Lock | None = None
         self._current = False
@@ -242,7 +243,8 @@ class ReplicatedEngine(EngineClient):
         board = f"agentgym-weights-{uuid.uuid4().hex[:12]}"
         self._board = _remote(WeightBoard).options(name=board, num_cpus=0).remote()
         actor = _remote(EngineReplica).options(**(options or {}), max_restarts=-1, max_task_retries=0)
-        handles = [actor.remote(engine, str(model), engine_kwargs, board) for _ in range(replicas)]
+        spec = engine_spec(engine)
+        handles = [actor.remote(spec, str(model), engine_kwargs, board) for _ in range(replicas)]
         super().__init__(engine, str(model), handles)
         self._stats = EngineStats()
         self._refresher: asyncio.Task[None] | None = None

@@ -24,7 +24,7 @@ from agentgym.evaluation.report import NOTHING_SCORED, number, percent
 from agentgym.evaluation.run import Progress as RunProgress
 from agentgym.evaluation.run import run_evaluation
 from agentgym.evaluation.scores import RunScores
-from agentgym.inference import ENGINES, SamplingParams, engine_class
+from agentgym.inference import ENGINES, SamplingParams, engine_spec, engines
 from agentgym.parsers import resolve_parser
 from agentgym.policies import POLICIES, Policy, get_policy
 from agentgym.policies.engines import engine_policy
@@ -48,7 +48,8 @@ SettingsT = TypeVar("SettingsT", bound=BaseModel)
 @click.option("--all", "eval_all", is_flag=True, help="Every registered environment.")
 @click.option("--family", help="Every environment of this family (e.g. web, gui).")
 @click.option("--policy", type=click.Choice(sorted(POLICIES)), help="A reference policy.")
-@click.option("--engine", type=click.Choice(sorted(ENGINES)), help="Evaluate a model on this inference engine.")
+@click.option("--engine", callback=lambda _ctx, _param, name: _registered_engine(name),
+              help=f"Evaluate a model on this inference engine: {', '.join(ENGINES)}, or one a package registers.")
 @click.option("--model", "model_path", help="The model: a local folder (torch, vllm) or a served model name (openai).")
 @click.option("--base-url", help="The OpenAI-compatible server's /v1 address (openai engine).")
 @click.option("--tokenizer", type=click.Path(exists=True, file_okay=False),
@@ -112,7 +113,7 @@ def eval_command(
         raise click.UsageError("choose --policy (a reference policy) or --engine with --model (a model)")
     if engine and not model_path:
         raise click.UsageError(f"--engine {engine} needs --model")
-    if engine in ("torch", "vllm") and not Path(model_path or "").is_dir():
+    if engine and engine_spec(engine).kind == "local" and not Path(model_path or "").is_dir():
         raise click.UsageError(f"--model {model_path} is not a folder; build one with `agentgym model init --preset tiny DIR`")
     if resume and out_dir is None:
         raise click.UsageError("--resume needs --out, the folder of the evaluation to continue")
@@ -147,6 +148,16 @@ def eval_command(
         click.echo(f"agentgym: no episode was scored: all {scores.episodes} were lost to infrastructure, so the "
                    f"success rate is undefined; their causes are in {out_dir / 'report.md'}", err=True)
         sys.exit(NOTHING_SCORED_EXIT)
+
+
+def _registered_engine(name: str | None) -> str | None:
+    """``--engine``: the name of a registered engine (a plugin's included)."""
+    if name is not None:
+        try:
+            engine_spec(name)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--engine'") from None
+    return name
 
 
 def json_summary(scores: RunScores, folder: Path) -> dict[str, Any]:
@@ -192,8 +203,8 @@ def _latr(rollout_sampling: str, args: tuple[str, ...], engine: str | None, samp
         raise ValueError("--sampling latr grows trees from a model's token distributions; evaluate a model "
                          "(--engine torch or vllm with --model), not a reference --policy")
     latr = _settings("--latr", TreeRollout, args)
-    if not hasattr(engine_class(engine), "generate_tree"):  # after the settings: an engine imports torch
-        growers = [name for name in ENGINES if hasattr(engine_class(name), "generate_tree")]
+    if not engine_spec(engine).trees:
+        growers = [name for name, spec in engines().items() if spec.trees]
         raise ValueError(f"--sampling latr needs an engine that grows trees ({', '.join(growers)}); "
                          f"the {engine} engine does not")
     width = latr.width(samples, 0)

@@ -1,11 +1,14 @@
 """Inference engines behind one async protocol: ``torch`` (in-process, the default), ``vllm`` (GPU)
-and ``openai`` (any OpenAI-compatible endpoint). Engines are imported only when asked for by name."""
+and ``openai`` (any OpenAI-compatible endpoint), one package each, registered by their :class:`EngineSpec`
+(:mod:`agentgym.inference.spec`). Engines are imported only when asked for by name."""
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
+from agentgym.inference.openai import SPEC as OPENAI
+from agentgym.inference.spec import ENGINES, EngineSettings, EngineSpec, engine_spec, engines, register_engine
+from agentgym.inference.torch import SPEC as TORCH
 from agentgym.inference.types import (
     ChatEngine,
     ChatResult,
@@ -20,22 +23,16 @@ from agentgym.inference.types import (
     StreamingEngine,
     stream_generation,
 )
+from agentgym.inference.vllm import SPEC as VLLM
 
-ENGINES: dict[str, str] = {
-    "torch": "agentgym.inference.torch_engine:TorchEngine",
-    "vllm": "agentgym.inference.vllm_engine:VLLMEngine",
-    "openai": "agentgym.inference.openai_engine:OpenAIEngine",
-}
+register_engine(TORCH)
+register_engine(VLLM)
+register_engine(OPENAI)
 
 
 def engine_class(name: str) -> type:
     """The engine class registered under ``name``, imported on first use."""
-    try:
-        module, _, attr = ENGINES[name].partition(":")
-    except KeyError:
-        raise ValueError(f"unknown engine {name!r}; choose one of: {', '.join(ENGINES)}") from None
-    cls: type = getattr(importlib.import_module(module), attr)
-    return cls
+    return engine_spec(name).load()
 
 
 def load_engine(name: str, **kwargs: Any) -> InferenceEngine | ChatEngine:
@@ -48,6 +45,8 @@ __all__ = [
     "ENGINES",
     "ChatEngine",
     "ChatResult",
+    "EngineSettings",
+    "EngineSpec",
     "EngineStats",
     "FinishReason",
     "GenerationChunk",
@@ -58,6 +57,9 @@ __all__ = [
     "SleepingEngine",
     "StreamingEngine",
     "engine_class",
+    "engine_spec",
+    "engines",
     "load_engine",
+    "register_engine",
     "stream_generation",
 ]

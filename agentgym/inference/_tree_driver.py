@@ -31,7 +31,6 @@ from agentgym.inference.types import (
     GenerationRequest,
     GenerationResult,
     SamplingParams,
-    TreeBranch,
     TreeResult,
 )
 
@@ -253,9 +252,9 @@ async def _sample_on(
                                  sampling=sampling.model_copy(update={"max_tokens": sampling.max_tokens - len(tokens),
                                                                       "seed": seed}))
 
-    results = await _together([engine.generate(rest(index)) for index in going])
-    samples = dict(zip(going, results, strict=True))
-    branches = []
+    sampled_on = await _together([engine.generate(rest(index)) for index in going])
+    samples = dict(zip(going, sampled_on, strict=True))
+    results = {}
     for index, branch in sorted(search.branches.items()):
         reading, tree = readings[index], len(branch.tokens)
         if index in samples:
@@ -266,12 +265,9 @@ async def _sample_on(
         else:
             tokens, logprobs, versions = branch.tokens, reading.logprobs, reading.versions
             finish = reading.finish or ("stop" if tokens and tokens[-1] in eos else "length")
-        result = GenerationResult(
+        results[index] = GenerationResult(
             request_id=f"{request.request_id}-{index}", token_ids=tokens, logprobs=logprobs, versions=versions,
             finish_reason=finish, prompt_tokens=len(request.prompt_ids),
             tree_chosen=[True] * tree + [False] * (len(tokens) - tree))
-        branches.append(TreeBranch(result=result, branch=index, parent=branch.parent, fork_at=branch.birth))
-    return TreeResult(
-        branches=branches, made=search.made, pruned=search.pruned, suppressed=search.suppressed,
-        tree_tokens=counts.tree_tokens, decoded_tokens=counts.decoded_tokens,
-        fork_prompt_tokens=counts.fork_prompt_tokens, fork_cached_tokens=counts.fork_cached_tokens)
+    return TreeResult.grown(search, results, tree_tokens=counts.tree_tokens, decoded_tokens=counts.decoded_tokens,
+                            fork_prompt_tokens=counts.fork_prompt_tokens, fork_cached_tokens=counts.fork_cached_tokens)

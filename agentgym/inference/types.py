@@ -19,7 +19,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from agentgym.inference.tree import LatrParams
+from agentgym.inference.tree import LatrParams, TreeSearch
 from agentgym.messages import ImagePart, ToolCall
 
 FinishReason = Literal["stop", "length", "abort"]
@@ -124,6 +124,16 @@ class TreeResult(BaseModel):
     fork_cached_tokens: int = 0
     """... of which the engine's prefix cache served: the forks' hit rate is ``fork_cached_tokens /
     fork_prompt_tokens``."""
+
+    @classmethod
+    def grown(cls, search: TreeSearch, results: Mapping[int, GenerationResult], *, tree_tokens: int,
+              decoded_tokens: int, fork_prompt_tokens: int = 0, fork_cached_tokens: int = 0) -> TreeResult:
+        """The tree ``search`` grew, with ``results`` holding the whole response of each surviving branch by id."""
+        branches = [TreeBranch(result=results[index], branch=index, parent=branch.parent, fork_at=branch.birth)
+                    for index, branch in sorted(search.branches.items())]
+        return cls(branches=branches, made=search.made, pruned=search.pruned, suppressed=search.suppressed,
+                   tree_tokens=tree_tokens, decoded_tokens=decoded_tokens, fork_prompt_tokens=fork_prompt_tokens,
+                   fork_cached_tokens=fork_cached_tokens)
 
 
 class GenerationChunk(BaseModel):

@@ -52,7 +52,7 @@ from trl.models.utils import unwrap_model_for_generation
 from agentgym.core import Env
 from agentgym.episode import Timeouts, run_episode
 from agentgym.errors import AgentGymError
-from agentgym.inference.torch_engine import TorchEngine
+from agentgym.inference.torch.engine import TorchEngine
 from agentgym.inference.types import GenerationRequest, GenerationResult, SamplingParams
 from agentgym.messages import Message, ToolCall
 from agentgym.parsers import ToolCallParser

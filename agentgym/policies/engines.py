@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from agentgym.inference import engine_class
+from agentgym.inference import engine_spec, engines
 from agentgym.inference.types import SamplingParams
 from agentgym.policies.chat import ChatPolicy
 from agentgym.policies.lm import LMPolicy
@@ -28,20 +28,22 @@ async def engine_policy(
     backend: Backend | None = None,
     **engine_kwargs: Any,
 ) -> AsyncIterator[LMPolicy | ChatPolicy]:
-    """Start ``engine`` on ``model`` (a local folder for ``torch``/``vllm``, a served model name for
-    ``openai`` at ``base_url``), yield a policy backed by it, and close the engine afterwards. On ``openai``,
-    a local ``tokenizer`` makes the policy token-level (``/v1/completions``, as on ``torch``) instead of chat,
-    which keeps within ``max_context`` as ``context`` says.
-    ``backend`` makes a ``torch``/``vllm`` engine (on ``ray``: replicas as actors)."""
+    """Start ``engine`` on ``model`` (a local folder for a local engine such as ``torch``/``vllm``, a served model
+    name for a remote one such as ``openai`` at ``base_url``), yield a policy backed by it, and close the engine
+    afterwards. On a remote engine, a local ``tokenizer`` makes the policy token-level (``/v1/completions``, as on
+    ``torch``) instead of chat, which keeps within ``max_context`` as ``context`` says.
+    ``backend`` makes a local engine (on ``ray``: replicas as actors)."""
     backend = backend or LocalBackend()
     label = f"{engine}-{Path(str(model)).name or model}"
-    if engine == "openai":
+    spec = engine_spec(engine)
+    if spec.kind == "remote":
         if backend.name != "local":
-            raise ValueError(f"the {backend.name} backend plays with a torch or vllm engine, or a reference policy; "
-                             "the openai engine's connection stays in this process")
+            replicable = ", ".join(name for name, other in engines().items() if other.replicable)
+            raise ValueError(f"the {backend.name} backend plays with an engine it can replicate ({replicable}), or a "
+                             f"reference policy; the {engine} engine's connection stays in this process")
         if not base_url:
-            raise ValueError("the openai engine needs base_url (the server's /v1 address)")
-        client = engine_class(engine)(base_url, str(model), tokenizer=tokenizer, **engine_kwargs)
+            raise ValueError(f"the {engine} engine needs base_url (the server's /v1 address)")
+        client = spec.load()(base_url, str(model), tokenizer=tokenizer, **engine_kwargs)
         policy: LMPolicy | ChatPolicy = (LMPolicy(client, sampling, max_context=max_context, context=context, name=label) if tokenizer
                                          else ChatPolicy(client, sampling, name=label))
     else:

@@ -213,7 +213,7 @@ async def _serve(
     """Serve until a signal stops the server; whether one did."""
     import uvicorn
 
-    from agentgym.inference.torch_engine import TorchEngine
+    from agentgym.inference.torch.engine import TorchEngine
 
     engine = TorchEngine(model, **engine_kwargs)
     try:

@@ -45,7 +45,7 @@ from typing import Any, Self
 import agentgym
 from agentgym import TaskSet, Timeouts
 from agentgym.inference import SamplingParams
-from agentgym.inference.torch_engine import TorchEngine
+from agentgym.inference.torch.engine import TorchEngine
 from agentgym.models import init_model
 from agentgym.policies import OraclePolicy
 from agentgym.policies.lm import LMPolicy

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from agentgym.inference import GenerationRequest, SamplingParams
-from agentgym.inference._gqa_attention import NAME
-from agentgym.inference.torch_engine import TorchEngine
+from agentgym.inference.torch._gqa_attention import NAME
+from agentgym.inference.torch.engine import TorchEngine
 from agentgym.models import init_model
 from benchmarks.perf.report import RESULTS, machine, write_result
 

@@ -413,7 +413,7 @@ async def _vllm_ipc(options: Options, figures: dict[str, Any]) -> None:
     from transformers import AutoConfig, AutoModelForCausalLM
     from vllm.platforms import current_platform
 
-    from agentgym.inference.vllm_engine import VLLMEngine
+    from agentgym.inference.vllm.engine import VLLMEngine
 
     if current_platform.device_type != "cuda":
         raise CheckFailed(f"vLLM runs on {current_platform.device_type!r}, not cuda: its CPU build is installed "

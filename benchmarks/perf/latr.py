@@ -42,7 +42,7 @@ from typing import Any
 from agentgym import TaskSet
 from agentgym.config import load_config
 from agentgym.evaluation.play import play_groups
-from agentgym.inference.torch_engine import TorchEngine
+from agentgym.inference.torch.engine import TorchEngine
 from agentgym.inference.types import SamplingParams
 from agentgym.metrics_log import read_metrics
 from agentgym.policies.lm import LMPolicy

@@ -342,7 +342,7 @@ def _mean(values: list[float]) -> float:
 def _cold_start(model: Path) -> float:
     """Seconds to bring a job's engine and learner up from disk in a fresh process (what a warm switch avoids)."""
     script = ("import time, torch; t = time.perf_counter(); from transformers import AutoModelForCausalLM; "
-              f"from agentgym.inference.torch_engine import TorchEngine; e = TorchEngine({str(model)!r}, threads=1); "
+              f"from agentgym.inference.torch.engine import TorchEngine; e = TorchEngine({str(model)!r}, threads=1); "
               f"m = AutoModelForCausalLM.from_pretrained({str(model)!r}); "
               "torch.optim.AdamW(m.parameters()); print(time.perf_counter() - t)")
     done = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True, cwd=ROOT)

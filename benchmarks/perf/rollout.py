@@ -24,7 +24,7 @@ import torch
 import agentgym
 from agentgym import TaskSet
 from agentgym.inference import InferenceEngine, SamplingParams
-from agentgym.inference.torch_engine import TorchEngine
+from agentgym.inference.torch.engine import TorchEngine
 from agentgym.models import init_model
 from agentgym.policies.lm import LMPolicy
 from agentgym.rollout import RolloutConfig, RolloutScheduler
@@ -134,7 +134,7 @@ async def main(args: argparse.Namespace) -> dict:
 def start_engine(name: str, model_dir: Path, concurrency: int, threads: int) -> InferenceEngine:
     """The engine under test: the in-process torch engine, or vLLM (its CPU build here)."""
     if name == "vllm":
-        from agentgym.inference.vllm_engine import VLLMEngine
+        from agentgym.inference.vllm.engine import VLLMEngine
 
         return VLLMEngine(model_dir, seed=0, max_num_seqs=concurrency)
     return TorchEngine(model_dir, seed=0, max_batch_size=concurrency, threads=threads)

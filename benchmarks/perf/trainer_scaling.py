@@ -25,7 +25,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from agentgym.cluster.backend import connect
-from agentgym.inference.torch_engine import TorchEngine
+from agentgym.inference.torch.engine import TorchEngine
 from agentgym.models import init_model
 from agentgym.trainers.batch import TrainBatch, collate
 from agentgym.trainers.config import TrainConfig

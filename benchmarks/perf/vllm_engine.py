@@ -144,7 +144,7 @@ async def rollout_busy(engine, args: argparse.Namespace) -> dict:
 
 
 async def main(args: argparse.Namespace) -> dict:
-    from agentgym.inference.vllm_engine import VLLMEngine
+    from agentgym.inference.vllm.engine import VLLMEngine
 
     with tempfile.TemporaryDirectory(prefix="agentgym-bench-") as scratch:
         tiny = init_model(Path(scratch) / "tiny", "tiny", seed=0)

@@ -44,7 +44,7 @@ from trl import GRPOConfig, GRPOTrainer
 from agentgym.config import load_config
 from agentgym.evaluation.records import RunSpec, tasks_digest
 from agentgym.evaluation.run import run_evaluation
-from agentgym.inference.torch_engine import TorchEngine
+from agentgym.inference.torch.engine import TorchEngine
 from agentgym.inference.types import SamplingParams
 from agentgym.integrations.trl import EnvRollout, env_dataset, episode_reward
 from agentgym.metrics_log import read_metrics

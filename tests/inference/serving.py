@@ -149,7 +149,7 @@ def thread_server(
     background thread."""
     import uvicorn
 
-    from agentgym.inference.torch_engine import TorchEngine
+    from agentgym.inference.torch.engine import TorchEngine
     from agentgym.serve import create_app
 
     port = free_port()

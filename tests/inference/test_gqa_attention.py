@@ -9,8 +9,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, DynamicCache, Qwen2Config, Qwen2ForCausalLM
 
-from agentgym.inference._gqa_attention import NAME, use_on_cpu
-from agentgym.inference.torch_engine import TorchEngine
+from agentgym.inference.torch._gqa_attention import NAME, use_on_cpu
+from agentgym.inference.torch.engine import TorchEngine
 
 
 def _twins(model: Qwen2ForCausalLM) -> tuple[Qwen2ForCausalLM, Qwen2ForCausalLM]:

@@ -10,7 +10,7 @@ import pytest
 from fastapi import FastAPI, Request
 
 from agentgym.inference import ChatEngine, GenerationRequest, InferenceEngine, SamplingParams, load_engine
-from agentgym.inference.openai_engine import OpenAIEngine
+from agentgym.inference.openai.engine import OpenAIEngine
 from agentgym.messages import Message, ToolCall
 from tests.inference.serving import CALL, QUESTION, TOOLS, render, thread_server
 

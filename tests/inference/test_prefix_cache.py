@@ -11,9 +11,9 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from agentgym.inference import GenerationRequest, GenerationResult, SamplingParams
-from agentgym.inference._batch import KVBatch
-from agentgym.inference._prefix_cache import PrefixCache
-from agentgym.inference.torch_engine import TorchEngine
+from agentgym.inference.torch._batch import KVBatch
+from agentgym.inference.torch._prefix_cache import PrefixCache
+from agentgym.inference.torch.engine import TorchEngine
 
 
 def prompt(length: int, start: int = 40) -> list[int]:

@@ -13,7 +13,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from agentgym.inference import GenerationRequest, SamplingParams
-from agentgym.inference.torch_engine import TorchEngine
+from agentgym.inference.torch.engine import TorchEngine
 from tests.inference.serving import AGENTGYM, CALL, QUESTION, TOOLS, cli_server, render
 
 

@@ -12,9 +12,9 @@ import torch
 from transformers import AutoModelForCausalLM, Qwen2Config
 
 from agentgym.inference import GenerationRequest, InferenceEngine, SamplingParams, load_engine
-from agentgym.inference._batch import KVBatch
+from agentgym.inference.torch._batch import KVBatch
 from agentgym.inference.sampling import token_logprobs
-from agentgym.inference.torch_engine import TorchEngine
+from agentgym.inference.torch.engine import TorchEngine
 from tests.waiting import until_async
 
 

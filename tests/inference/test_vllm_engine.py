@@ -48,7 +48,7 @@ corrections act on (truncated importance weights move at a mismatch of ~1e-2).""
 
 @pytest.fixture(scope="module")
 def engine(background, tiny_model_dir):
-    from agentgym.inference.vllm_engine import VLLMEngine
+    from agentgym.inference.vllm.engine import VLLMEngine
 
     async def build() -> VLLMEngine:  # built on the loop that serves it: vLLM answers on the loop that started it
         return VLLMEngine(tiny_model_dir, seed=0, max_model_len=2048)
@@ -225,7 +225,7 @@ def _vllm_processes() -> set[int]:
 
 
 def test_bad_model_folders_and_arguments_are_refused_before_vllm_starts(tiny_model_dir, tmp_path):
-    from agentgym.inference.vllm_engine import VLLMEngine
+    from agentgym.inference.vllm.engine import VLLMEngine
 
     running = _vllm_processes()
 
@@ -255,7 +255,7 @@ def test_bad_model_folders_and_arguments_are_refused_before_vllm_starts(tiny_mod
 
 def test_a_hub_id_is_served_from_the_local_cache_only(tiny_model_dir, tmp_path):
     def resolve(name: str) -> subprocess.CompletedProcess:  # the hub library reads its cache folder at import
-        code = f"from agentgym.inference.vllm_engine import _model_folder; print(_model_folder({name!r}))"
+        code = f"from agentgym.inference.vllm.engine import _model_folder; print(_model_folder({name!r}))"
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub")}
         return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
 
@@ -276,7 +276,7 @@ def test_the_ipc_transport_lets_vllm_carry_cuda_ipc_handles_to_its_engine_proces
     unless pickles are allowed, which the engine sets up for ipc before vLLM starts."""
     from vllm.v1.serial_utils import MsgpackDecoder, MsgpackEncoder
 
-    from agentgym.inference.vllm_weights import prepare_environment
+    from agentgym.inference.vllm.weights import prepare_environment
 
     handle = (torch.Tensor, torch.Size([2, 3]), (3, 1), 0, torch.UntypedStorage, torch.bfloat16, 0, b"handle", 12, 0,
               False, b"counter", 0, b"event", True)

@@ -12,7 +12,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from agentgym.inference.sampling import sampling_logprobs
-from agentgym.inference.torch_engine import TorchEngine
+from agentgym.inference.torch.engine import TorchEngine
 from agentgym.inference.tree import LatrParams
 from agentgym.inference.types import GenerationRequest, SamplingParams, TreeResult
 from tests.waiting import until_async
@@ -30,7 +30,7 @@ LONG_PHASE = BRANCHY.model_copy(update={"lookahead": (150,), "forced_exit": 150}
 
 @pytest.fixture(scope="module")
 def engine(background, tiny_model_dir):
-    from agentgym.inference.vllm_engine import VLLMEngine
+    from agentgym.inference.vllm.engine import VLLMEngine
 
     async def build() -> VLLMEngine:  # built on the loop that serves it
         return VLLMEngine(tiny_model_dir, seed=0, max_model_len=2048, block_size=BLOCK)

@@ -44,7 +44,7 @@ def vision_model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def engine(background, vision_model_dir):
-    from agentgym.inference.vllm_engine import VLLMEngine
+    from agentgym.inference.vllm.engine import VLLMEngine
 
     async def build() -> VLLMEngine:  # built on the loop that serves it: vLLM answers on its starting loop
         return VLLMEngine(vision_model_dir, seed=0, max_model_len=MAX_MODEL_LEN)

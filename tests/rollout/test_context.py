@@ -15,7 +15,7 @@ from transformers import AutoTokenizer
 
 from agentgym import Task, run_episode
 from agentgym.inference import SamplingParams
-from agentgym.inference.torch_engine import TorchEngine
+from agentgym.inference.torch.engine import TorchEngine
 from agentgym.messages import Message
 from agentgym.policies.lm import LMPolicy
 from agentgym.registration import make

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from agentgym import TaskSet, evaluate
 from agentgym.inference import SamplingParams
-from agentgym.inference.openai_engine import OpenAIEngine
+from agentgym.inference.openai.engine import OpenAIEngine
 from agentgym.policies.chat import ChatPolicy
 from tests.inference.serving import thread_server
 

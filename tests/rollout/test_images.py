@@ -13,7 +13,7 @@ import pytest
 
 from agentgym import OraclePolicy, Task, run_episode
 from agentgym.inference import SamplingParams
-from agentgym.inference.torch_engine import TorchEngine
+from agentgym.inference.torch.engine import TorchEngine
 from agentgym.messages import ImagePart
 from agentgym.policies.lm import LMPolicy
 from agentgym.registration import make

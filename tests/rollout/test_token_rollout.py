@@ -10,7 +10,7 @@ import torch
 from agentgym import Task, TaskSet
 from agentgym.episode import Timeouts, run_episode
 from agentgym.inference import GenerationRequest, SamplingParams
-from agentgym.inference.torch_engine import TorchEngine
+from agentgym.inference.torch.engine import TorchEngine
 from agentgym.policies.lm import LMPolicy
 from agentgym.registration import make
 from agentgym.rollout import RolloutConfig, RolloutScheduler

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import agentgym
-from agentgym.inference.torch_engine import TorchEngine
+from agentgym.inference.torch.engine import TorchEngine
 from agentgym.inference.types import SamplingParams
 from agentgym.messages import Message
 from agentgym.policies.lm import LMPolicy

@@ -47,7 +47,7 @@ def test_an_offloaded_learner_frees_the_gpu_and_trains_after_onload(tiny_model_d
 
 @pytest.mark.vllm
 def test_a_sleeping_vllm_engine_frees_the_gpu_and_serves_updated_weights_on_waking(tiny_model_dir):
-    from agentgym.inference.vllm_engine import VLLMEngine
+    from agentgym.inference.vllm.engine import VLLMEngine
 
     with BackgroundLoop() as background:
         async def build() -> VLLMEngine:

@@ -26,7 +26,7 @@ from transformers import AutoModelForCausalLM
 
 from agentgym.cli import main
 from agentgym.inference import GenerationRequest, SamplingParams
-from agentgym.inference.torch_engine import TorchEngine
+from agentgym.inference.torch.engine import TorchEngine
 from agentgym.metrics_log import read_metrics
 from agentgym.trainers import TrainConfig, resume, train
 from agentgym.trainers.batch import TrainBatch, collate
@@ -335,7 +335,7 @@ def test_vllm_takes_the_merged_weights_and_serves_a_lora_checkpoint(tiny_model_d
     logprobs through the adapters agree with vLLM's at every step; and vLLM serves a LoRA checkpoint (merged into a
     temporary folder, removed on close) greedily as the torch engine does."""
     pytest.importorskip("vllm", reason="needs vLLM: bash scripts/setup.sh vllm")
-    from agentgym.inference.vllm_engine import VLLMEngine
+    from agentgym.inference.vllm.engine import VLLMEngine
 
     data = _run_config(tmp_path / "run", tiny_model_dir, steps=4)
     data["engine"] = {"name": "vllm"}

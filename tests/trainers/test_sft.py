@@ -12,7 +12,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from agentgym.config import load_config
 from agentgym.inference import SamplingParams
-from agentgym.inference.torch_engine import TorchEngine
+from agentgym.inference.torch.engine import TorchEngine
 from agentgym.inference.types import GenerationRequest
 from agentgym.metrics_log import read_metrics
 from agentgym.tasks import TaskSet

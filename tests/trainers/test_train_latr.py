@@ -9,7 +9,7 @@ import asyncio
 import pytest
 import torch
 
-from agentgym.inference.torch_engine import TorchEngine
+from agentgym.inference.torch.engine import TorchEngine
 from agentgym.inference.types import SamplingParams
 from agentgym.metrics_log import read_metrics
 from agentgym.policies.lm import LMPolicy

@@ -6,14 +6,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
 import torch
 
+from agentgym.inference.torch._futures import settle_future
+from agentgym.inference.torch._tree_run import TreeRun
 from agentgym.inference.types import FinishReason, GenerationRequest, GenerationResult
-
-if TYPE_CHECKING:
-    from agentgym.inference._tree_run import TreeRun
 
 
 @dataclass(eq=False)
@@ -104,22 +102,3 @@ class WeightUpdate:
 
     def settle(self, version: int | None, error: BaseException | None = None) -> None:
         settle_future(self.loop, self.future, version, error)
-
-
-def settle_future(
-    loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], result: Any, error: BaseException | None
-) -> None:
-    """Resolve ``future`` from the worker thread on its own event loop (unless done or the loop closed)."""
-
-    def settle() -> None:
-        if future.done():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
-
-    try:
-        loop.call_soon_threadsafe(settle)
-    except RuntimeError:  # the caller's event loop is closed: nobody is waiting any more
-        pass

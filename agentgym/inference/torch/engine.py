@@ -19,7 +19,7 @@ Rules:
   rows in flight: their caches are dropped and they are prefilled again (prompt + tokens so far)
   under the new weights, so each token keeps the version that sampled it.
 * Automatic prefix caching: a finished request leaves the KV of its tokens in a bounded LRU cache
-  (:mod:`agentgym.inference._prefix_cache`, ``prefix_cache_tokens``); a new request reuses the longest
+  (:mod:`agentgym.inference.torch._prefix_cache`, ``prefix_cache_tokens``); a new request reuses the longest
   cached prefix of its prompt (all but its last token at most) and prefills only the rest. A weight
   update empties the cache, so no KV computed under old weights is ever reused.
 * If a model step raises, every request in that step gets the exception; the engine keeps serving.
@@ -49,12 +49,14 @@ from typing import Any, cast
 import torch
 from transformers import PreTrainedModel
 
-from agentgym.inference._batch import KVBatch
-from agentgym.inference._batch_requests import TrackedRequest, WeightUpdate, settle_future
-from agentgym.inference._prefix_cache import CachedPrefix, PrefixCache
-from agentgym.inference._torch_loading import eos_token_ids, load_model, load_state, move, read_checkpoint
-from agentgym.inference._tree_run import TreeRun
+from agentgym.inference._checkpoint import read_checkpoint
 from agentgym.inference.sampling import sample_token, sampling_logprobs
+from agentgym.inference.torch._batch import KVBatch
+from agentgym.inference.torch._futures import settle_future
+from agentgym.inference.torch._loading import eos_token_ids, load_model, load_state, move
+from agentgym.inference.torch._prefix_cache import CachedPrefix, PrefixCache
+from agentgym.inference.torch._requests import TrackedRequest, WeightUpdate
+from agentgym.inference.torch._tree_run import TreeRun
 from agentgym.inference.tree import ExitBatch, LatrParams, TreeSearch, branch_seed, math_token_ids
 from agentgym.inference.types import (
     EngineStats,

@@ -1,5 +1,5 @@
 """Loading for the torch engine, from local files only: the model and tokenizer, the end-of-turn
-tokens, and new weights (a state dict or a safetensors checkpoint folder) checked before they are copied."""
+tokens, and new weights checked before they are copied."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
-from agentgym.inference._gqa_attention import use_on_cpu
+from agentgym.inference.torch._gqa_attention import use_on_cpu
 from agentgym.models.adapters import adapter_base, load_merged
 from agentgym.progress import quiet_progress_bars
 
@@ -24,7 +23,7 @@ def load_model(
 ) -> tuple[PreTrainedModel, Any]:
     """The model on its device and dtype, and its tokenizer, from local files only (a LoRA adapter folder: its base
     model with the adapter merged in). On the CPU, grouped-query attention is left to torch's kernel
-    (:mod:`agentgym.inference._gqa_attention`)."""
+    (:mod:`agentgym.inference.torch._gqa_attention`)."""
     if isinstance(dtype, str):
         named = getattr(torch, dtype, None)
         if not isinstance(named, torch.dtype):
@@ -86,19 +85,6 @@ def eos_token_ids(tokenizer: Any, model: PreTrainedModel) -> frozenset[int]:
     if end_of_turn is not None:
         ids.add(end_of_turn)
     return frozenset(ids)
-
-
-def read_checkpoint(folder: str | Path) -> dict[str, torch.Tensor]:
-    """Every tensor of the ``*.safetensors`` files in ``folder``."""
-    files = sorted(Path(folder).glob("*.safetensors"))
-    if not files:
-        raise FileNotFoundError(
-            f"no *.safetensors files in {str(folder)!r}; save the checkpoint with save_pretrained"
-        )
-    state: dict[str, torch.Tensor] = {}
-    for file in files:
-        state.update(load_file(file))
-    return state
 
 
 def load_state(model: PreTrainedModel, state: Mapping[str, Any]) -> None:

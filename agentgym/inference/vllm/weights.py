@@ -5,7 +5,7 @@ vLLM's weight-transfer API has a trainer side (a ``TrainerWeightTransferEngine``
 vLLM's workers. :class:`WeightSync` runs the trainer side on a thread and answers its control calls with
 the ``AsyncLLM`` on the caller's event loop, so the same code serves every transport:
 
-* ``agentgym_shm`` (:mod:`agentgym.inference.vllm_shm`): shared memory, for vLLM's CPU build;
+* ``agentgym_shm`` (:mod:`agentgym.inference.vllm.shm`): shared memory, for vLLM's CPU build;
 * ``ipc``: CUDA IPC handles, for a trainer on the GPUs the engine runs on (colocated, as verl and ROLL);
 * ``nccl``: a NCCL group between trainer and workers, for an engine on other GPUs (disaggregated, as
   slime and OpenRLHF); it needs ``master_address``, ``master_port`` and ``world_size`` in the options.
@@ -30,7 +30,7 @@ from vllm.distributed.weight_transfer.base import (
 )
 
 TRANSPORTS: dict[str, str] = {
-    "agentgym_shm": "agentgym.inference.vllm_shm:SharedMemoryTrainerInitInfo",
+    "agentgym_shm": "agentgym.inference.vllm.shm:SharedMemoryTrainerInitInfo",
     "ipc": "vllm.distributed.weight_transfer.ipc_engine:IPCTrainerInitInfo",
     "nccl": "vllm.distributed.weight_transfer.nccl_engine:NCCLTrainerInitInfo",
 }
@@ -118,7 +118,7 @@ class WeightSync:
     """The trainer side of one transport to one engine: the handshake on the first :meth:`send`."""
 
     def __init__(self, llm: Any, transport: str, options: Mapping[str, Any] | None = None) -> None:
-        from agentgym.inference.vllm_shm import register
+        from agentgym.inference.vllm.shm import register
 
         register()
         self.settings = transport_settings(transport, options)

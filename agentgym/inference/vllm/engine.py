@@ -9,7 +9,7 @@ wrote into the model's image tokens). The logprobs are vLLM's *processed* ones
 
 A weight update pauses vLLM (``pause_generation``: requests in flight are aborted and the prefix and
 multimodal caches are cleared), sends the state dict through vLLM's weight-transfer API over the chosen
-transport (:mod:`agentgym.inference.vllm_weights`), sets vLLM's weight version, bumps the version here and
+transport (:mod:`agentgym.inference.vllm.weights`), sets vLLM's weight version, bumps the version here and
 resumes. Each interrupted request then continues from its prompt plus what it had generated, so every
 token carries the version that sampled it, as with the torch engine. A checkpoint folder is read here and
 sent the same way. vLLM is imported only when an engine is built: ``agentgym``
@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentgym.inference._checkpoint import read_checkpoint
 from agentgym.inference._clock import RequestClock
-from agentgym.inference._torch_loading import read_checkpoint
 from agentgym.inference._tree_driver import GreedyChunk, grow_tree
 from agentgym.inference.tree import ExitBatch, LatrParams, math_token_ids
 from agentgym.inference.types import (
@@ -108,7 +108,7 @@ class VLLMEngine:
         from pydantic import ValidationError
         from transformers import AutoTokenizer
 
-        from agentgym.inference.vllm_weights import (
+        from agentgym.inference.vllm.weights import (
             WeightSync,
             default_transport,
             prepare_environment,

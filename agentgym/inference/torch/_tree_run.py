@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from agentgym.inference._batch_requests import settle_future
+from agentgym.inference.torch._futures import settle_future
 from agentgym.inference.tree import TreeSearch
-from agentgym.inference.types import GenerationResult, TreeBranch, TreeResult
+from agentgym.inference.types import GenerationResult, TreeResult
 
 
 @dataclass(eq=False)
@@ -50,10 +50,6 @@ class TreeRun:
         if self.settled or not set(self.search.branches) <= set(self.results):
             return
         self.settled = True
-        search = self.search
-        branches = [TreeBranch(result=self.results[index], branch=index, parent=branch.parent, fork_at=branch.birth)
-                    for index, branch in sorted(search.branches.items())]
-        settle_future(self.loop, self.future, TreeResult(
-            branches=branches, made=search.made, pruned=search.pruned, suppressed=search.suppressed,
-            tree_tokens=self.tree_tokens, decoded_tokens=self.decoded_tokens), None)
+        settle_future(self.loop, self.future, TreeResult.grown(
+            self.search, self.results, tree_tokens=self.tree_tokens, decoded_tokens=self.decoded_tokens), None)
 

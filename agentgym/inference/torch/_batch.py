@@ -4,7 +4,7 @@ Rows join (a prefilled cohort is merged in) and leave (their rows are index-sele
 decode steps. ``mask[b, j]`` says whether cache column ``j`` of row ``b`` holds a real token, and
 every forward gets explicit ``position_ids``, so left padding does not change what a row computes.
 The cache holds each row's context except its last sampled token, which the next decode step feeds.
-A prefill may start from cached prefixes (:mod:`agentgym.inference._prefix_cache`): it computes only
+A prefill may start from cached prefixes (:mod:`agentgym.inference.torch._prefix_cache`): it computes only
 each row's remaining tokens, at their true positions, after that row's cached KV.
 """
 
@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from transformers import DynamicCache, PreTrainedModel
 from transformers.cache_utils import DynamicLayer
 
-from agentgym.inference._prefix_cache import KV, CachedPrefix
+from agentgym.inference.torch._prefix_cache import KV, CachedPrefix
 
 
 class KVBatch:
