@@ -14,8 +14,9 @@ from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from agentgym.algorithms import entropy_from_logits, k3_kl, masked_mean, policy_loss
 from agentgym.algorithms.vcpo import (
-    effective_sample_size_log,
-    lr_factor,
+    baseline_metrics,
+    ess_lr_scale,
+    logit_score_norms,
     min_variance_advantages,
     sequence_log_weights,
 )
@@ -107,16 +108,24 @@ class Learner:
         """``[B, T-1]`` logprobs of each agent token under ``model`` (or its :class:`AgentLogits`, wrapped or not)
         and the sampling distribution (temperature, top-p), and the entropy of the model's next-token
         distribution there when asked; 0 at every other position, which no loss or metric reads."""
-        sampling = self.config.sampling
-        agent = batch.loss_mask.bool()
-        policy = AgentLogits(model) if isinstance(model, PreTrainedModel) else model
-        logits = policy(batch.input_ids, batch.attention_mask, agent, packed=self.config.trainer.sequence_packing)
-        targets = batch.input_ids[:, 1:][agent]
-        values = token_logprobs(logits, targets, sampling.temperature or 1.0, sampling.top_p)
-        logprobs = torch.zeros(agent.shape, dtype=values.dtype, device=values.device).masked_scatter(agent, values)
+        logits = self._agent_logits(model, batch)
+        logprobs = self._logprobs_from(logits, batch)
         if not entropy:
             return logprobs, None
-        return logprobs, torch.zeros_like(logprobs).masked_scatter(agent, entropy_from_logits(logits))
+        return logprobs, torch.zeros_like(logprobs).masked_scatter(batch.loss_mask.bool(), entropy_from_logits(logits))
+
+    def _agent_logits(self, model: PreTrainedModel | torch.nn.Module, batch: TrainBatch) -> torch.Tensor:
+        """``[N, V]`` logits of ``batch``'s ``N`` agent tokens under ``model`` (or its :class:`AgentLogits`)."""
+        policy = AgentLogits(model) if isinstance(model, PreTrainedModel) else model
+        return policy(batch.input_ids, batch.attention_mask, batch.loss_mask.bool(),
+                      packed=self.config.trainer.sequence_packing)
+
+    def _logprobs_from(self, logits: torch.Tensor, batch: TrainBatch) -> torch.Tensor:
+        """``[B, T-1]`` logprobs of ``batch``'s agent tokens under the sampling distribution, from their ``[N, V]``
+        logits; 0 at every other position."""
+        sampling, agent = self.config.sampling, batch.loss_mask.bool()
+        values = token_logprobs(logits, batch.input_ids[:, 1:][agent], sampling.temperature or 1.0, sampling.top_p)
+        return torch.zeros(agent.shape, dtype=values.dtype, device=values.device).masked_scatter(agent, values)
 
     def step(self, batch: TrainBatch) -> dict[str, float]:
         """Train on the whole ``batch`` (this process is the only rank); return the step's ``train/`` metrics."""
@@ -177,17 +186,15 @@ class Learner:
         """Step the optimizer at VCPO's ESS-scaled learning rate (``algorithm.vcpo.lr_scaling``) from the sequence
         log weights of every rank's trajectories; the step's ESS, ESS ratio and the learning rate it took."""
         vcpo = self.config.algorithm.vcpo
-        every = gather_rows(self.policy, log_weights)
-        ess = effective_sample_size_log(torch.tensor(every))
-        ratio = ess / len(every) if every else 1.0
-        factor = lr_factor(ratio, vcpo.base_ess_ratio, vcpo.lr_scaling)
+        scale = ess_lr_scale(torch.tensor(gather_rows(self.policy, log_weights)), vcpo.base_ess_ratio, vcpo.lr_scaling)
         scheduled = [group["lr"] for group in self.optimizer.param_groups]
         for group, lr in zip(self.optimizer.param_groups, scheduled, strict=True):
-            group["lr"] = lr * factor
+            group["lr"] = lr * scale.lr_factor
         self.optimizer.step()
         for group, lr in zip(self.optimizer.param_groups, scheduled, strict=True):
             group["lr"] = lr
-        return {"train/ess": ess, "train/ess_ratio": ratio, "train/effective_lr": scheduled[0] * factor}
+        return {"train/ess": scale.ess, "train/ess_ratio": scale.ratio,
+                "train/effective_lr": scheduled[0] * scale.lr_factor}
 
     def _min_variance(self, share: Share) -> tuple[Share, dict[str, float]]:
         """``share`` with VCPO's minimum-variance advantages: each group's ``b*`` from the importance weights,
@@ -205,8 +212,6 @@ class Learner:
         groups, rewards, log_weights, norms = (torch.tensor(column, dtype=torch.float64) for column in zip(*rows))
         grpo = self.config.algorithm.advantage == "grpo"
         advantages, baselines = min_variance_advantages(rewards, groups, log_weights, norms, scale_by_std=grpo)
-        _, means = min_variance_advantages(rewards, groups, torch.zeros_like(rewards), torch.ones_like(rewards),
-                                           scale_by_std=grpo)
         start = sum(len(micro) for rank in ranks[:_rank(self.policy)] for micro in rank)
         micros = []
         for index, micro in enumerate(share.micro_batches):
@@ -218,9 +223,7 @@ class Learner:
                 start += count
                 micro = replace(micro, advantages=values)
             micros.append(micro)
-        metrics = {"train/baseline_mean": baselines.mean().item(),
-                   "train/baseline_shift": (baselines - means).abs().mean().item()}
-        return replace(share, micro_batches=micros), metrics
+        return replace(share, micro_batches=micros), baseline_metrics(rewards, groups, baselines)
 
     def _scores(self, micro: TrainBatch, *, exact: bool) -> tuple[torch.Tensor, torch.Tensor]:
         """``[b]`` sequence log importance weights (the weights before the step over the behaviour policy) of
@@ -228,14 +231,11 @@ class Learner:
         the logits."""
         agent = micro.loss_mask.bool()
         with torch.no_grad():
-            logits = self.policy(micro.input_ids, micro.attention_mask, agent)
-            sampling = self.config.sampling
-            values = token_logprobs(logits, micro.input_ids[:, 1:][agent], sampling.temperature or 1.0, sampling.top_p)
-            proximal = torch.zeros(agent.shape, dtype=values.dtype, device=values.device).masked_scatter(agent, values)
-            log_weights = sequence_log_weights(proximal, micro.behaviour_logprobs, agent)
+            logits = self._agent_logits(self.policy, micro)
+            log_weights = sequence_log_weights(self._logprobs_from(logits, micro), micro.behaviour_logprobs, agent)
             if not exact:
-                return log_weights, _logit_score_norms(logits, micro.input_ids[:, 1:][agent], agent,
-                                                       sampling.temperature or 1.0)
+                return log_weights, logit_score_norms(logits, micro.input_ids[:, 1:][agent], agent,
+                                                      self.config.sampling.temperature or 1.0)
         return log_weights, self._exact_score_norms(micro)
 
     def _exact_score_norms(self, micro: TrainBatch) -> torch.Tensor:
@@ -398,17 +398,6 @@ def _combine(totals: dict[str, float], metrics: dict[str, float], *, token_share
         else:
             weight = loss_share if key in _LOSS_METRICS else token_share
             totals[key] = totals.get(key, 0.0) + value * weight
-
-
-def _logit_score_norms(logits: torch.Tensor, targets: torch.Tensor, agent: torch.Tensor, temperature: float
-                       ) -> torch.Tensor:
-    """``[B]`` squared norms of ``grad log softmax(z / T)[y]`` with respect to the logits ``z`` of each row's agent
-    tokens, summed over them: ``|e_y - p|^2 / T^2 = (1 - 2 p_y + sum p^2) / T^2`` per token."""
-    probabilities = torch.softmax(logits.float() / temperature, -1)
-    picked = probabilities.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    per_token = (1 - 2 * picked + probabilities.square().sum(-1)) / temperature**2
-    rows = agent.nonzero()[:, 0]
-    return torch.zeros(agent.shape[0], dtype=torch.float64, device=logits.device).index_add_(0, rows, per_token.double())
 
 
 def _rank(policy: torch.nn.Module) -> int:

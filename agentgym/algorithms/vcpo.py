@@ -7,10 +7,13 @@ space: ``l_i = sum_t log pi_theta - log pi_behaviour``. It measures how far off-
 ``pi_old`` the loss uses. Over a step's ``n`` trajectories:
 
 - ESS ``= (sum w)^2 / sum w^2`` (Kish), and the step's learning rate is ``lr * sqrt(min(1, (ESS / n) / base))``
-  (``linear`` drops the square root). Equal weights give ``ESS = n``: the step is the plain one.
+  (``linear`` drops the square root): :func:`ess_lr_scale`. Equal weights give ``ESS = n``: the step is the plain
+  one.
 - The baseline of a group is ``b* = sum w_i^2 |g_i|^2 R_i / sum w_i^2 |g_i|^2``, ``g_i = grad log pi(tau_i)``:
-  the one that minimises the variance of the importance-weighted gradient. Equal weights and equal gradient
-  norms give the group mean, so GRPO's advantages come back exactly.
+  the one that minimises the variance of the importance-weighted gradient (:func:`min_variance_advantages`).
+  Equal weights and equal gradient norms give the group mean, so GRPO's advantages come back exactly. The trainer
+  takes ``|g_i|^2`` from a backward pass per trajectory, or estimates it from the logits
+  (:func:`logit_score_norms`).
 
 Every function works on the log weights, whose scale cancels in both ratios, so no ``exp`` overflows however
 long or stale a trajectory is.
@@ -19,7 +22,7 @@ long or stale a trajectory is.
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import torch
 from pydantic import Field
@@ -27,8 +30,8 @@ from pydantic import Field
 from agentgym.algorithms.advantages import EPS
 from agentgym.config import Config
 
-__all__ = ["VcpoConfig", "effective_sample_size_log", "lr_factor", "min_variance_advantages",
-           "sequence_log_weights"]
+__all__ = ["EssScale", "VcpoConfig", "baseline_metrics", "effective_sample_size_log", "ess_lr_scale",
+           "logit_score_norms", "lr_factor", "min_variance_advantages", "sequence_log_weights"]
 
 
 class VcpoConfig(Config):
@@ -71,6 +74,26 @@ def lr_factor(ess_ratio: float, base_ess_ratio: float, rule: Literal["sqrt", "li
     return math.sqrt(scale) if rule == "sqrt" else scale
 
 
+class EssScale(NamedTuple):
+    """A step's effective sample size and what it does to the learning rate (:func:`ess_lr_scale`)."""
+
+    ess: float
+    """Kish's ESS of the step's sequence weights."""
+    ratio: float
+    """ESS over the number of trajectories (1 for a step without any)."""
+    lr_factor: float
+    """The multiplier of the step's learning rate."""
+
+
+def ess_lr_scale(log_weights: torch.Tensor, base_ess_ratio: float, rule: Literal["sqrt", "linear", "off"]
+                 ) -> EssScale:
+    """The ESS of a step's ``[n]`` sequence log weights (every rank's), its ESS ratio, and the learning rate's
+    multiplier under ``rule`` (VCPO's ``sqrt``, ``linear`` or ``off``)."""
+    ess = effective_sample_size_log(log_weights)
+    ratio = ess / log_weights.numel() if log_weights.numel() else 1.0
+    return EssScale(ess, ratio, lr_factor(ratio, base_ess_ratio, rule))
+
+
 def min_variance_advantages(rewards: torch.Tensor, groups: torch.Tensor, log_weights: torch.Tensor,
                             grad_norms_sq: torch.Tensor, *, scale_by_std: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """``[B]`` advantages ``R_i - b*`` of each row's group (divided by the group's reward std, Bessel-corrected as
@@ -92,3 +115,26 @@ def min_variance_advantages(rewards: torch.Tensor, groups: torch.Tensor, log_wei
         centred = r - baselines[members]
         advantages[members] = centred / (r.std() + EPS) if scale_by_std else centred
     return advantages.float(), baselines.float()
+
+
+def baseline_metrics(rewards: torch.Tensor, groups: torch.Tensor, baselines: torch.Tensor) -> dict[str, float]:
+    """``train/baseline_mean``, the mean of ``[B]`` per-row ``baselines`` (:func:`min_variance_advantages`'), and
+    ``train/baseline_shift``, their mean distance from the baseline of equal weights and gradient norms: each
+    group's mean reward."""
+    ones = torch.ones_like(rewards)
+    _, means = min_variance_advantages(rewards, groups, torch.zeros_like(rewards), ones, scale_by_std=False)
+    return {"train/baseline_mean": baselines.mean().item(),
+            "train/baseline_shift": (baselines - means).abs().mean().item()}
+
+
+def logit_score_norms(logits: torch.Tensor, targets: torch.Tensor, agent: torch.Tensor, temperature: float
+                      ) -> torch.Tensor:
+    """``[B]`` squared norms of ``grad log softmax(z / T)[y]`` with respect to the logits ``z`` (``[N, V]``, the
+    ``N`` agent tokens of ``[B, T]`` ``agent`` in row-major order, ``targets`` their ``[N]`` ids), summed over each
+    row's tokens: ``|e_y - p|^2 / T^2 = (1 - 2 p_y + sum p^2) / T^2`` per token. VCPO's ``|g_i|^2`` without a
+    backward pass, leaving out how positions share weights."""
+    probabilities = torch.softmax(logits.float() / temperature, -1)
+    picked = probabilities.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    per_token = (1 - 2 * picked + probabilities.square().sum(-1)) / temperature**2
+    rows = agent.nonzero()[:, 0]
+    return torch.zeros(agent.shape[0], dtype=torch.float64, device=logits.device).index_add_(0, rows, per_token.double())

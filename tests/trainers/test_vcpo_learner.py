@@ -14,6 +14,7 @@ from agentgym.algorithms.vcpo import min_variance_advantages
 from agentgym.trainers.batch import TrainBatch, collate, shares
 from agentgym.trainers.config import TrainConfig
 from agentgym.trainers.learner import Learner
+from agentgym.trainers.parallel import AgentLogits
 from agentgym.trajectory import Trajectory
 from tests.trainers.envs import VOWELS_ID
 
@@ -23,11 +24,12 @@ REWARDS = [1.0, 0.0, 0.0, 1.0, 0.0, 1.0]
 GROUPS = [0, 0, 0, 1, 1, 1]
 
 
-def _learner(model_dir: Any, vcpo: dict[str, Any] | None = None, **algorithm: Any) -> Learner:
+def _learner(model_dir: Any, vcpo: dict[str, Any] | None = None, trainer: dict[str, Any] | None = None,
+             **algorithm: Any) -> Learner:
     config = TrainConfig.model_validate({
         "output_dir": "unused", "model": {"path": str(model_dir)}, "env": {"id": VOWELS_ID},
         "optim": {"lr": 1e-3, "grad_clip": None}, "sampling": {"temperature": 0.8},
-        "algorithm": {"vcpo": vcpo or {}, **algorithm}, "trainer": {"micro_batch_size": 4}})
+        "algorithm": {"vcpo": vcpo or {}, **algorithm}, "trainer": {"micro_batch_size": 4, **(trainer or {})}})
     torch.manual_seed(0)
     return Learner(AutoModelForCausalLM.from_pretrained(model_dir), config)
 
@@ -125,6 +127,26 @@ def test_the_min_variance_step_trains_on_b_star_advantages(tiny_model_dir):
     assert metrics["train/baseline_mean"] == pytest.approx(baselines.mean().item(), rel=1e-5)
     assert metrics["train/baseline_shift"] > 0  # unequal norms and weights move b* off the group mean
     assert "train/baseline_mean" in learner.step(batch)
+
+
+def test_the_scores_pass_runs_packed_as_the_training_passes_do(tiny_model_dir, monkeypatch):
+    """With ``trainer.sequence_packing`` every forward pass of a min-variance step is packed, the scores' too, and
+    the log weights and logits estimate are the padded rows' to float rounding."""
+    vcpo = {"baseline": "min_variance", "grad_norm": "logits"}
+    padded, packed = _learner(tiny_model_dir, vcpo), _learner(tiny_model_dir, vcpo, {"sequence_packing": True})
+    batch = _batch(padded, [0.0, 0.3, -0.2, 0.5, 0.1, -0.4])
+    calls, forward = [], AgentLogits.forward
+
+    def recorded(self, *args, packed=False, **kwargs):
+        calls.append(packed)
+        return forward(self, *args, packed=packed, **kwargs)
+
+    monkeypatch.setattr(AgentLogits, "forward", recorded)
+    for expected, actual in zip(padded._scores(batch, exact=False), packed._scores(batch, exact=False), strict=True):
+        torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-5)
+    assert calls == [False, True]
+    packed.step(batch)
+    assert all(calls[2:]) and len(calls) > 2
 
 
 def test_min_variance_needs_a_mean_baseline_to_replace(tiny_model_dir):
