@@ -13,7 +13,7 @@ from agentgym.cluster.config import BackendConfig
 from agentgym.config import Config
 from agentgym.episode import Timeouts
 from agentgym.inference import engine_spec, engines
-from agentgym.rollout.context import ContextPolicy
+from agentgym.policies.context import ContextPolicy
 from agentgym.suites import load_suite
 from agentgym.tracking.config import TrackingConfig
 from agentgym.trainers.curriculum import CurriculumConfig

@@ -14,7 +14,7 @@ from pydantic import Discriminator, Field, Tag, ValidationInfo, field_validator
 
 from agentgym.config import Config
 from agentgym.parsers import resolve_parser
-from agentgym.rollout.context import ContextPolicy
+from agentgym.policies.context import ContextPolicy
 from agentgym.suites import load_suite
 from agentgym.tasks import SPLIT_SEED_BASE, Task
 

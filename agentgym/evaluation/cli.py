@@ -27,11 +27,11 @@ from agentgym.evaluation.scores import RunScores
 from agentgym.inference import ENGINES, SamplingParams, engine_spec, engines
 from agentgym.parsers import resolve_parser
 from agentgym.policies import POLICIES, Policy, get_policy
+from agentgym.policies.context import ContextPolicy
 from agentgym.policies.engines import engine_policy
 from agentgym.progress import LiveProgress
 from agentgym.registration import make
 from agentgym.rollout.config import TreeRollout
-from agentgym.rollout.context import ContextPolicy
 from agentgym.rollout.runner import Backend
 from agentgym.suites import load_suite, suite_names
 from agentgym.tasks import Task, TaskSet

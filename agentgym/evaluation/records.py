@@ -20,8 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from agentgym.errors import AgentGymError
 from agentgym.inference.types import SamplingParams
 from agentgym.messages import ImagePart, Message, TextPart
+from agentgym.policies.context import ContextPolicy
 from agentgym.rollout.config import TreeRollout
-from agentgym.rollout.context import ContextPolicy
 from agentgym.tasks import Split, Task
 from agentgym.trajectory import Status, Trajectory
 

@@ -10,8 +10,8 @@ import numpy as np
 from agentgym.core import Env
 from agentgym.messages import Message
 from agentgym.policies import Policy
-from agentgym.rollout.render import ChatRenderer
-from agentgym.rollout.tokens import TokenRecord
+from agentgym.policies.render import ChatRenderer
+from agentgym.policies.tokens import TokenRecord
 from agentgym.trajectory import Trajectory
 
 

@@ -10,8 +10,8 @@ from typing import Any
 from agentgym.inference import engine_spec, engines
 from agentgym.inference.types import SamplingParams
 from agentgym.policies.chat import ChatPolicy
+from agentgym.policies.context import ContextPolicy
 from agentgym.policies.lm import LMPolicy
-from agentgym.rollout.context import ContextPolicy
 from agentgym.rollout.runner import Backend, LocalBackend
 
 

@@ -19,9 +19,9 @@ from agentgym.inference.types import (
     TreeResult,
 )
 from agentgym.messages import Message
-from agentgym.rollout.context import ContextPolicy
-from agentgym.rollout.render import ChatRenderer
-from agentgym.rollout.tokens import TokenRecord
+from agentgym.policies.context import ContextPolicy
+from agentgym.policies.render import ChatRenderer
+from agentgym.policies.tokens import TokenRecord
 from agentgym.trajectory import Trajectory
 
 

@@ -1,13 +1,13 @@
 """Env-level asynchronous rollout: the scheduler, the env pool, the trajectory stream and the token records\n(the policies that drive the episodes are in :mod:`agentgym.policies`)."""
 
+from agentgym.policies.render import ChatRenderer
+from agentgym.policies.tokens import TokenRecord
 from agentgym.rollout.config import RolloutConfig
 from agentgym.rollout.iterate import iterate_rollouts
 from agentgym.rollout.metrics import RolloutMetrics
 from agentgym.rollout.pool import EnvPool
-from agentgym.rollout.render import ChatRenderer
 from agentgym.rollout.scheduler import GroupResult, RolloutScheduler
 from agentgym.rollout.stream import TrajectoryStream
-from agentgym.rollout.tokens import TokenRecord
 
 __all__ = [
     "ChatRenderer",

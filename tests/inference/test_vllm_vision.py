@@ -16,9 +16,9 @@ from agentgym.episode import run_episode
 from agentgym.inference import GenerationRequest, GenerationResult, SamplingParams
 from agentgym.messages import ImagePart, Message, TextPart
 from agentgym.policies.lm import LMPolicy
+from agentgym.policies.render import ChatRenderer
 from agentgym.registration import make
 from agentgym.rollout.background import BackgroundLoop
-from agentgym.rollout.render import ChatRenderer
 from tests.rollout.recording import RecordingEngine
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(300)]  # vLLM starts in ~1 min, longer on a busy machine

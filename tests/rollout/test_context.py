@@ -17,11 +17,11 @@ from agentgym import Task, run_episode
 from agentgym.inference import SamplingParams
 from agentgym.inference.torch.engine import TorchEngine
 from agentgym.messages import Message
+from agentgym.policies.context import ContextPolicy
 from agentgym.policies.lm import LMPolicy
+from agentgym.policies.render import ChatRenderer
+from agentgym.policies.tokens import TokenRecord
 from agentgym.registration import make
-from agentgym.rollout.context import ContextPolicy
-from agentgym.rollout.render import ChatRenderer
-from agentgym.rollout.tokens import TokenRecord
 from agentgym.trainers.batch import collate
 from agentgym.trajectory import Trajectory
 from tests.qwen3_style import qwen3_style_model

@@ -9,7 +9,7 @@ from transformers import AutoTokenizer
 
 from agentgym import OraclePolicy, TaskSet, evaluate, make
 from agentgym.policies.demonstrations import DemonstrationPolicy
-from agentgym.rollout import ChatRenderer
+from agentgym.policies.render import ChatRenderer
 
 
 @pytest.mark.parametrize("env_id", ["games/FrozenLake-v0", "tools/Calculator-v0"])

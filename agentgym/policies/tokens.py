@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from agentgym.messages import ImagePart, Message
-from agentgym.rollout.context import ContextPolicy
-from agentgym.rollout.render import ChatRenderer
+from agentgym.policies.context import ContextPolicy
+from agentgym.policies.render import ChatRenderer
 from agentgym.trajectory import Trajectory
 
 
