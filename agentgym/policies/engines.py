@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.inference import engine_spec, engines
+from agentgym.inference.hosts import EngineHost, LocalEngineHost
 from agentgym.inference.types import SamplingParams
 from agentgym.policies.chat import ChatPolicy
 from agentgym.policies.context import ContextPolicy
 from agentgym.policies.lm import LMPolicy
-from agentgym.rollout.runner import Backend, LocalBackend
 
 
 @asynccontextmanager
@@ -25,7 +25,7 @@ async def engine_policy(
     sampling: SamplingParams | None = None,
     max_context: int = 4096,
     context: ContextPolicy | None = None,
-    backend: Backend | None = None,
+    backend: EngineHost | None = None,
     **engine_kwargs: Any,
 ) -> AsyncIterator[LMPolicy | ChatPolicy]:
     """Start ``engine`` on ``model`` (a local folder for a local engine such as ``torch``/``vllm``, a served model
@@ -33,7 +33,7 @@ async def engine_policy(
     afterwards. On a remote engine, a local ``tokenizer`` makes the policy token-level (``/v1/completions``, as on
     ``torch``) instead of chat, which keeps within ``max_context`` as ``context`` says.
     ``backend`` makes a local engine (on ``ray``: replicas as actors)."""
-    backend = backend or LocalBackend()
+    backend = backend or LocalEngineHost()
     label = f"{engine}-{Path(str(model)).name or model}"
     spec = engine_spec(engine)
     if spec.kind == "remote":

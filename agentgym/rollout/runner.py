@@ -5,13 +5,11 @@ only plays one episode when asked, and never raises for a failed one."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Protocol
 
 from agentgym.episode import Timeouts, run_episode
 from agentgym.errors import AgentGymError
-from agentgym.inference import engine_class
-from agentgym.inference.types import InferenceEngine
+from agentgym.inference.hosts import EngineHost, LocalEngineHost
 from agentgym.policies import Policy
 from agentgym.policies.lm import LMPolicy
 from agentgym.registration import EnvSpec
@@ -46,19 +44,13 @@ class EpisodeRunner(Protocol):
         ...
 
 
-class Backend(Protocol):
+class Backend(EngineHost, Protocol):
     """Where rollouts run: ``local`` plays in this process, ``ray`` in env-worker actors with engine replicas."""
-
-    name: str
 
     def runner(self, env_id: str, policy: Policy, env_kwargs: dict[str, Any] | None, *,
                close_timeout: float | None) -> EpisodeRunner:
         """A runner of ``env_id`` (built with ``env_kwargs``) for ``policy``; instances close within
         ``close_timeout`` seconds."""
-        ...
-
-    def engine(self, name: str, model: str | Path, **engine_kwargs: Any) -> InferenceEngine:
-        """Inference engine ``name`` (``torch``, ``vllm``) serving the local model folder ``model``."""
         ...
 
 
@@ -148,15 +140,9 @@ class LocalRunner:
         await self._pool.close()
 
 
-class LocalBackend:
-    """Every episode in this process, on the rollout's event loop."""
-
-    name = "local"
+class LocalBackend(LocalEngineHost):
+    """Every episode (and engine) in this process, on the rollout's event loop."""
 
     def runner(self, env_id: str, policy: Policy, env_kwargs: dict[str, Any] | None, *,
                close_timeout: float | None) -> LocalRunner:
         return LocalRunner(env_id, policy, env_kwargs, close_timeout=close_timeout)
-
-    def engine(self, name: str, model: str | Path, **engine_kwargs: Any) -> InferenceEngine:
-        engine: InferenceEngine = engine_class(name)(model, **engine_kwargs)
-        return engine
