@@ -45,7 +45,7 @@ from agentgym.algorithms import compute_advantages
 from agentgym.cluster import open_backend
 from agentgym.config import dump_config, load_config
 from agentgym.errors import AgentGymError
-from agentgym.evaluation.records import RunSpec, tasks_digest
+from agentgym.evaluation.records import ROLLOUTS, RolloutLog, RunSpec, rollout_record, tasks_digest
 from agentgym.evaluation.run import run_evaluation
 from agentgym.inference import EngineSettings, engine_spec
 from agentgym.inference.types import InferenceEngine, SamplingParams, SleepingEngine
@@ -56,7 +56,6 @@ from agentgym.registration import make
 from agentgym.rollout.background import BackgroundLoop
 from agentgym.rollout.config import RolloutConfig
 from agentgym.rollout.iterate import drain
-from agentgym.rollout.records import ROLLOUTS, RolloutLog, rollout_record
 from agentgym.rollout.runner import Backend, LocalBackend
 from agentgym.rollout.scheduler import RolloutScheduler, group_id
 from agentgym.rollout.stream import TrajectoryStream

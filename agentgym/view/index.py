@@ -1,7 +1,7 @@
 """The episode index: where each episode's line starts in a JSONL file of records, with its summary fields.
 
 Episode records (:class:`~agentgym.evaluation.records.EpisodeRecord`,
-:class:`~agentgym.rollout.records.RolloutRecord`) put the summary fields first and the trajectory last, so a line is
+:class:`~agentgym.evaluation.records.RolloutRecord`) put the summary fields first and the trajectory last, so a line is
 indexed by parsing only the JSON before ``,"trajectory":`` (before ``,"trainer_logprobs":`` in a rollout record,
 whose per-token logprobs come just before it): a few hundred bytes of a line of many kilobytes. The index remembers
 the byte offset it read up to and reads only what was appended since (a torn last line, without its newline, waits
@@ -23,8 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agentgym.evaluation.records import EpisodeRecord
-from agentgym.rollout.records import RolloutRecord
+from agentgym.evaluation.records import EpisodeRecord, RolloutRecord
 
 CHUNK_BYTES = 16 * 2**20
 """How much of the file is read at a time while indexing."""

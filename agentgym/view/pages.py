@@ -11,9 +11,9 @@ from typing import Any
 
 from markupsafe import Markup
 
+from agentgym.evaluation.records import RolloutRecord
 from agentgym.evaluation.scores import mean, wilson_interval
 from agentgym.messages import ImagePart, Message, TextPart
-from agentgym.rollout.records import RolloutRecord
 from agentgym.trajectory import Trajectory
 from agentgym.view import charts, markdown
 from agentgym.view.index import BadRecord, Entry

@@ -21,10 +21,9 @@ from typing import Any, Literal
 
 import yaml
 
-from agentgym.evaluation.records import EPISODES, INFRA, MANIFEST, SCREENS, InfraRecord, RunSpec
+from agentgym.evaluation.records import EPISODES, INFRA, MANIFEST, ROLLOUTS, SCREENS, InfraRecord, RunSpec
 from agentgym.metrics_log import JSONL_NAME as METRICS
 from agentgym.metrics_log import read_metrics
-from agentgym.rollout.records import ROLLOUTS
 from agentgym.view.index import EpisodeIndex
 
 RunKind = Literal["eval", "train"]

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from agentgym.config import load_config
+from agentgym.evaluation.records import ROLLOUTS
 from agentgym.metrics_log import read_metrics
-from agentgym.rollout.records import ROLLOUTS
 from agentgym.trainers import TrainConfig
 from agentgym.trainers.checkpoint import latest_checkpoint, load_trainer_state
 from tests.trainers.conftest import ROOT

@@ -20,8 +20,8 @@ from rich.console import Console
 
 from agentgym.cli import main
 from agentgym.config import load_config
+from agentgym.evaluation.records import ROLLOUTS, RolloutRecord
 from agentgym.metrics_log import read_metrics
-from agentgym.rollout.records import ROLLOUTS, RolloutRecord
 from agentgym.suites import write_suite
 from agentgym.tasks import TaskSet
 from agentgym.trainers import TrainConfig, TrainResult, resume, train

@@ -3,7 +3,7 @@ trains in token segments, each under the exact context it was sampled under."""
 
 from __future__ import annotations
 
-from agentgym.rollout.records import ROLLOUTS, RolloutRecord
+from agentgym.evaluation.records import ROLLOUTS, RolloutRecord
 from tests.qwen3_style import qwen3_style_model
 from tests.trainers.test_train import _config, _train, _train_records
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from agentgym.evaluation.records import EPISODES, EpisodeRecord
+from agentgym.evaluation.records import EPISODES, EpisodeRecord, RolloutRecord, rollout_record
 from agentgym.messages import Message, TextPart, ToolCall
-from agentgym.rollout.records import RolloutRecord, rollout_record
 from agentgym.tasks import Task
 from agentgym.trajectory import Trajectory, Turn
 

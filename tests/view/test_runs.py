@@ -9,8 +9,7 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
-from agentgym.evaluation.records import EPISODES, INFRA, MANIFEST, InfraRecord, RunSpec
-from agentgym.rollout.records import ROLLOUTS
+from agentgym.evaluation.records import EPISODES, INFRA, MANIFEST, ROLLOUTS, InfraRecord, RunSpec
 from agentgym.view import NotARun, create_app, open_run
 from tests.view.records import append, copy_run, episode, line, rollout
 
