@@ -10,30 +10,24 @@ from __future__ import annotations
 import importlib
 import json
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from agentgym.check_pool import CheckOutcome, check_envs, usable_cores
 from agentgym.checker import CHECKS
-from agentgym.errors import AgentGymError, RegistrationError
+from agentgym.cli_shared import bad_arguments, err, out, select_envs
+from agentgym.errors import AgentGymError
 from agentgym.lifetime import command_process
 from agentgym.messages import Message
 from agentgym.models.cli import model
 from agentgym.progress import LiveProgress
-from agentgym.registration import families, list_envs, load_entry_point, make, spec, unavailable_families
+from agentgym.registration import list_envs, load_entry_point, make, spec, unavailable_families
 from agentgym.serve import serve_command
-
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 140)
-err = Console(stderr=True, highlight=False)
-
 
 COMMAND_GROUP = "agentgym.commands"
 """The entry-point group of commands that live outside the core (``train`` and ``sft`` in the trainers,
@@ -89,15 +83,6 @@ def _fail(reason: str) -> NoReturn:
     sys.exit(2)
 
 
-@contextmanager
-def _bad_arguments() -> Iterator[None]:
-    """Turn a lookup or validation failure caused by the user's arguments into a usage error."""
-    try:
-        yield
-    except (RegistrationError, ValueError) as exc:
-        raise click.UsageError(str(exc)) from None
-
-
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="agentgym")
 def cli() -> None:
@@ -131,7 +116,7 @@ def list_command(family: str | None, tag: str | None, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the details as JSON.")
 def info(env_id: str, as_json: bool) -> None:
     """Show an environment's spec, difficulties, turn limits and tools."""
-    with _bad_arguments():
+    with bad_arguments():
         env_spec = spec(env_id)
         env = make(env_id)
     try:
@@ -167,7 +152,7 @@ def info(env_id: str, as_json: bool) -> None:
 def play(env_id: str, seed: int, difficulty: str | None, call_format: str, screens_dir: Path | None) -> None:
     """Play an environment yourself, one tool call per line (Ctrl-D ends). Web and GUI environments save
     the screen as a PNG each turn and print its path."""
-    with _bad_arguments():
+    with bad_arguments():
         env_spec = spec(env_id)
         screens = "rgb_array" in load_entry_point(env_spec.entry_point).metadata["render_modes"]
         env = make(env_id, parser=call_format, **({"render_mode": "rgb_array"} if screens else {}))
@@ -175,7 +160,7 @@ def play(env_id: str, seed: int, difficulty: str | None, call_format: str, scree
     if screens and screens_dir is None:
         screens_dir = Path("runs/play") / f"{env_spec.id.replace('/', '-')}-seed{seed}"
     try:
-        with _bad_arguments():
+        with bad_arguments():
             observation, reset_info = env.reset(seed=seed, options=options)
         out.print(f"[bold]{env_id}[/bold] seed={seed} difficulty={reset_info['difficulty']} turns={reset_info['max_turns']}")
         out.print(f"Write a tool call such as: {env.example_call()}", markup=False)
@@ -232,7 +217,7 @@ def check(env_ids: tuple[str, ...], check_all: bool, family: str | None, episode
           only: tuple[str, ...]) -> None:
     """Run the conformance checks on environments; exit 1 if any fails. Off a terminal, a line per environment
     as it finishes (its result, seconds and failures); the table at the end lists them in order."""
-    ids = _select(env_ids, check_all, family)
+    ids = select_envs(env_ids, check_all, family)
     specs = [spec(env_id) for env_id in ids]
     with LiveProgress("check", len(specs), console=err) as progress:
 
@@ -255,26 +240,6 @@ def check(env_ids: tuple[str, ...], check_all: bool, family: str | None, episode
     if failed:
         click.echo(f"{failed} of {len(ids)} environments failed their checks", err=True)
         sys.exit(1)
-
-
-def _select(env_ids: tuple[str, ...], select_all: bool, family: str | None = None) -> list[str]:
-    """The ids named, every registered id with ``--all``, or those of one ``--family`` (both leave out the ones
-    that cannot be made here); each checked to exist."""
-    if select_all + bool(env_ids) + (family is not None) != 1:
-        raise click.UsageError("name environment ids, or pass --all or --family (one of them)")
-    if family is not None:
-        ids = [s.id for s in list_envs(family=family) if s.unavailable is None]
-        if not ids:
-            raise click.BadParameter(f"no environments in family {family!r}; families: {', '.join(families())}",
-                                     param_hint="--family")
-        return ids
-    if select_all:
-        return [s.id for s in list_envs() if s.unavailable is None]
-    with _bad_arguments():
-        specs = [spec(i) for i in env_ids]
-        for unusable in (s for s in specs if s.unavailable is not None):
-            raise RegistrationError(f"{unusable.id} cannot be made here: {unusable.unavailable}")
-        return [s.id for s in specs]
 
 
 cli.add_command(model)

@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from rich.table import Table
 
-from agentgym.cli import _bad_arguments, _select, err, out
+from agentgym.cli_shared import bad_arguments, err, out, select_envs
 from agentgym.cluster import BackendConfig, RayConfig, open_backend
 from agentgym.evaluation.compare import compare_runs
 from agentgym.evaluation.leaderboard import RECORDED_RUNS, write_leaderboard
@@ -117,7 +117,7 @@ def eval_command(
         raise click.UsageError(f"--model {model_path} is not a folder; build one with `agentgym model init --preset tiny DIR`")
     if resume and out_dir is None:
         raise click.UsageError("--resume needs --out, the folder of the evaluation to continue")
-    with _bad_arguments():
+    with bad_arguments():
         latr = _latr(rollout_sampling, latr_args, engine, samples)
         if context_args and engine is None:
             raise ValueError("--context keeps a model's conversation within its context; it needs --engine")
@@ -137,7 +137,7 @@ def eval_command(
     out_dir = out_dir or Path("runs") / "eval" / f"{label}-{agent}-{time.strftime('%Y%m%d-%H%M%S')}"
     where = BackendConfig(backend=backend, ray=RayConfig(address=ray_address, env_workers=env_workers,
                                                          engine_replicas=engine_replicas))
-    with _bad_arguments(), open_backend(where) as opened:
+    with bad_arguments(), open_backend(where) as opened:
         scores = asyncio.run(_run(spec, tasks, out_dir, resume=resume, concurrency=concurrency, max_context=max_context,
                                   backend=opened))
     _print(scores, out_dir)
@@ -181,7 +181,7 @@ def _tasks(env_ids: tuple[str, ...], suite: str | None, eval_all: bool, family: 
             raise ValueError(f"suite {loaded.name} has no {split} tasks" + (f" of difficulty {difficulty!r}" if difficulty else ""))
         return loaded.name, loaded.sha256, tasks
     tasks = []
-    for env_id in _select(env_ids, eval_all, family):
+    for env_id in select_envs(env_ids, eval_all, family):
         env = make(env_id)
         levels = list(env.difficulties)
         env.close()
@@ -294,7 +294,7 @@ def _print_first_traceback(run: RunFolder) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as one JSON object.")
 def compare_command(run_a: Path, run_b: Path, as_json: bool) -> None:
     """Compare two evaluations task by task, with paired significance tests (B minus A)."""
-    with _bad_arguments():
+    with bad_arguments():
         result = compare_runs(run_a, run_b)
     if as_json:
         click.echo(result.model_dump_json())
@@ -311,7 +311,7 @@ def compare_command(run_a: Path, run_b: Path, as_json: bool) -> None:
               help="A folder of suite folders to score instead of the bundled suites.")
 def leaderboard_command(runs_dir: Path, out_file: Path, suites_dir: Path | None) -> None:
     """Regenerate the leaderboard and the suites' score tables from the recorded runs."""
-    with _bad_arguments():
+    with bad_arguments():
         written = write_leaderboard(runs_dir, out_file, suites_dir)
     for path in written:
         out.print(f"wrote {path}", markup=False)
