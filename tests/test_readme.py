@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 import agentgym
@@ -71,6 +72,7 @@ EXAMPLES = {
     "rollout": ("docs/inference.md", "RolloutScheduler("),
     "tree": ("docs/inference.md", "generate_tree("),
     "web": ("docs/web-and-gui.md", 'agentgym.make("web/Shop-v0"'),
+    "loss": ("docs/training.md", '@register_policy_loss("cispo")'),
 }
 """The python blocks the tests run: name -> (page, a string only that block of the page holds)."""
 
@@ -149,6 +151,26 @@ def test_tree_example_runs(tiny_model_dir, tmp_path, monkeypatch, capsys):
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].startswith("0 from None at 0") and len(printed) >= 3  # the root, a fork, the counts
     assert printed[-1].startswith("made ")
+
+
+def test_loss_example_registers_a_loss_a_config_names():
+    """The training page's CISPO: a config takes its name, and its gradient is ``-A * clip(ratio) * grad log pi``."""
+    from agentgym.algorithms import POLICY_LOSSES, policy_loss
+    from agentgym.config import load_config
+    from agentgym.trainers.config import TrainConfig
+
+    block = example("loss")
+    try:
+        exec(compile(block.code, str(block), "exec"), {"__name__": "readme_loss"})
+        config = load_config(TrainConfig, overrides=["output_dir=out", "model.path=m", "env.id=games/FrozenLake-v0",
+                                                     "algorithm.loss.name=cispo", "algorithm.loss.correction.tis=null"])
+        logprobs = torch.tensor([[-1.0, -0.5]], requires_grad=True)
+        old = torch.tensor([[-1.5, -0.5]])  # ratios e^0.5, clipped to 1.2, and 1
+        loss, _ = policy_loss(logprobs, old, old, torch.tensor([2.0]), torch.ones(1, 2), config.algorithm.loss)
+        loss.backward()  # the token mean of -A * w * log_ratio
+        torch.testing.assert_close(logprobs.grad, torch.tensor([[-1.2, -1.0]]))
+    finally:
+        POLICY_LOSSES.pop("cispo", None)
 
 
 @pytest.mark.browser

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from agentgym.algorithms import PolicyLossConfig
+from agentgym.algorithms import PolicyLossConfig, get_advantage_fn
 from agentgym.algorithms.vcpo import VcpoConfig
 from agentgym.cluster.config import BackendConfig
 from agentgym.config import Config
@@ -99,7 +99,9 @@ class SamplingSection(Config):
 class AlgorithmSection(Config):
     """Advantages, the corrected PPO loss, and where ``pi_old`` comes from."""
 
-    advantage: Literal["grpo", "dr_grpo", "rloo", "mc_grpo", "reinforce_pp"] = "grpo"
+    advantage: str = "grpo"
+    """The registered advantage estimator (:func:`agentgym.algorithms.register_advantage`): ``grpo``, ``dr_grpo``,
+    ``rloo``, ``mc_grpo``, ``reinforce_pp`` or your own."""
     loss: PolicyLossConfig = PolicyLossConfig()
     old_logprobs: Literal["exact", "recompute"] = "exact"
     """``exact``: pi_old of each token is the trainer's forward pass under the weights of the version that
@@ -121,6 +123,12 @@ class AlgorithmSection(Config):
     vcpo: VcpoConfig = VcpoConfig()
     """VCPO's variance control for far off-policy steps: the ESS-scaled learning rate (``lr_scaling``) and the
     minimum-variance baseline (``baseline: min_variance``); off by default."""
+
+    @field_validator("advantage")
+    @classmethod
+    def _registered(cls, advantage: str) -> str:
+        get_advantage_fn(advantage)  # an unknown name is a bad value of this key, listing the registered ones
+        return advantage
 
     @model_validator(mode="after")
     def _baseline_replaces_a_mean(self) -> AlgorithmSection:

@@ -18,21 +18,45 @@ Broadcast the result over a trajectory's agent tokens for the policy loss (it ta
   (REINFORCE++-baseline). Statistics are per trajectory: verl and OpenRLHF whiten per token, which weighs a
   long trajectory more and agrees when lengths are equal. Its per-token KL reward shaping belongs to the
   trainer's loss (a KL term) and is not part of this estimator.
+
+Each estimator is registered by name (:func:`register_advantage`); ``algorithm.advantage`` names one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
-__all__ = ["ADVANTAGES", "compute_advantages", "dr_grpo", "grpo", "mc_grpo", "reinforce_pp", "rloo"]
+from agentgym.algorithms.registry import Registry
+
+__all__ = ["ADVANTAGES", "AdvantageFn", "compute_advantages", "dr_grpo", "get_advantage_fn", "grpo", "mc_grpo",
+           "register_advantage", "reinforce_pp", "rloo"]
 
 EPS = 1e-6
 """Added to a standard deviation before dividing by it (verl's value)."""
 
+AdvantageFn = Callable[..., torch.Tensor]
+"""An advantage estimator: ``(rewards [B], groups, valid [B] or None, **options)`` to ``[B]`` advantages."""
 
+ADVANTAGES = Registry("advantage estimator")
+"""The advantage estimators by name (:func:`register_advantage` adds one)."""
+
+E = TypeVar("E", bound=AdvantageFn)
+
+
+def register_advantage(name: str) -> Callable[[E], E]:
+    """A decorator that registers an advantage estimator as ``name``, which ``algorithm.advantage`` then takes."""
+    return ADVANTAGES.register(name)
+
+
+def get_advantage_fn(name: str) -> AdvantageFn:
+    """The advantage estimator registered as ``name``; an unknown name is a ``ValueError`` listing the known."""
+    return ADVANTAGES.lookup(name)
+
+
+@register_advantage("grpo")
 def grpo(
     rewards: torch.Tensor,
     groups: torch.Tensor | Sequence[int],
@@ -44,6 +68,7 @@ def grpo(
     return _per_group(rewards, groups, valid, lambda r: (r - r.mean()) / (r.std() + eps))
 
 
+@register_advantage("dr_grpo")
 def dr_grpo(
     rewards: torch.Tensor, groups: torch.Tensor | Sequence[int], valid: torch.Tensor | None = None
 ) -> torch.Tensor:
@@ -51,6 +76,7 @@ def dr_grpo(
     return _per_group(rewards, groups, valid, lambda r: r - r.mean())
 
 
+@register_advantage("rloo")
 def rloo(
     rewards: torch.Tensor, groups: torch.Tensor | Sequence[int], valid: torch.Tensor | None = None
 ) -> torch.Tensor:
@@ -58,6 +84,7 @@ def rloo(
     return _per_group(rewards, groups, valid, lambda r: r - (r.sum() - r) / (r.numel() - 1))
 
 
+@register_advantage("mc_grpo")
 def mc_grpo(
     rewards: torch.Tensor,
     groups: torch.Tensor | Sequence[int],
@@ -75,6 +102,7 @@ def mc_grpo(
     return _per_group(rewards, groups, valid, centred)
 
 
+@register_advantage("reinforce_pp")
 def reinforce_pp(
     rewards: torch.Tensor,
     groups: torch.Tensor | Sequence[int],
@@ -95,16 +123,6 @@ def reinforce_pp(
     )
 
 
-ADVANTAGES: dict[str, Callable[..., torch.Tensor]] = {
-    "grpo": grpo,
-    "dr_grpo": dr_grpo,
-    "rloo": rloo,
-    "mc_grpo": mc_grpo,
-    "reinforce_pp": reinforce_pp,
-}
-"""The advantage estimators by name."""
-
-
 def compute_advantages(
     name: str,
     rewards: torch.Tensor,
@@ -112,14 +130,8 @@ def compute_advantages(
     valid: torch.Tensor | None = None,
     **kwargs: Any,
 ) -> torch.Tensor:
-    """The advantages of estimator ``name`` (a key of :data:`ADVANTAGES`), with its keyword options."""
-    try:
-        estimator = ADVANTAGES[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown advantage estimator {name!r}; choose one of: {', '.join(ADVANTAGES)}"
-        ) from None
-    return estimator(rewards, groups, valid, **kwargs)
+    """The advantages of the estimator registered as ``name``, with its keyword options."""
+    return get_advantage_fn(name)(rewards, groups, valid, **kwargs)
 
 
 def _validated(
