@@ -3,6 +3,7 @@
 from agentgym.policies.render import ChatRenderer
 from agentgym.policies.tokens import TokenRecord
 from agentgym.rollout.config import RolloutConfig
+from agentgym.rollout.group_id import GroupId
 from agentgym.rollout.iterate import iterate_rollouts
 from agentgym.rollout.metrics import RolloutMetrics
 from agentgym.rollout.pool import EnvPool
@@ -12,6 +13,7 @@ from agentgym.rollout.stream import TrajectoryStream
 __all__ = [
     "ChatRenderer",
     "EnvPool",
+    "GroupId",
     "GroupResult",
     "RolloutConfig",
     "RolloutMetrics",

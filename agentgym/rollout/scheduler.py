@@ -12,7 +12,7 @@ a close that fails is counted in ``close_errors``, never raised.
 With ``carry_over`` (APRIL's partial rollout) a complete group's spares still playing are not cancelled but
 carried over: they leave the group (which closes now), pause at their next turn boundary (holding their
 environment, slot and staleness budget) and, once the policy version has advanced, are adopted before the next
-task is handed out by a carry group of their task (``g{index}c{n}``), filled up with fresh episodes. They resume
+task is handed out by a carry group of their task (``GroupId(index, carry=n)``), filled up with fresh episodes. They resume
 regardless of the version when every episode in flight is paused and nothing more can start (at the end of the
 tasks, or with the budget spent), so a rollout never stalls on them. With ``carry_over_resume: at_once`` they are
 adopted as their group completes and never pause.
@@ -33,6 +33,7 @@ from agentgym.episode import turn_gate
 from agentgym.policies import Policy
 from agentgym.rollout.config import RolloutConfig
 from agentgym.rollout.garbage_collection import relaxed_gc
+from agentgym.rollout.group_id import GroupId
 from agentgym.rollout.metrics import RolloutMetrics
 from agentgym.rollout.runner import Backend, EnvKwargs, LocalBackend, MixtureRunner
 from agentgym.rollout.stream import TrajectoryStream
@@ -40,11 +41,6 @@ from agentgym.tasks import Task
 from agentgym.trajectory import Trajectory
 
 Outcome = Literal["kept", "error", "dropped", "surplus"]
-
-
-def group_id(index: int, carry: int = 0) -> str:
-    """The id in the stream of the group of the task with ``index`` (its ``carry``-th carry group, from 1)."""
-    return f"g{index}c{carry}" if carry else f"g{index}"
 
 
 @dataclass
@@ -59,8 +55,8 @@ class GroupResult:
     """0 for the task's own group; ``n`` for its ``n``-th carry group (``carry_over``)."""
 
     @property
-    def id(self) -> str:
-        return group_id(self.index, self.carry)
+    def id(self) -> GroupId:
+        return GroupId(self.index, self.carry)
 
 
 def _open_gate() -> asyncio.Event:
@@ -130,7 +126,7 @@ class RolloutScheduler:
         self.on_group = on_group
         self.runner = MixtureRunner(backend or LocalBackend(), self.envs, policy,
                                     close_timeout=self.config.timeouts.episode)
-        self._groups: dict[str, _Group] = {}
+        self._groups: dict[GroupId, _Group] = {}
         """Groups not yet closed, by id."""
         self._carry: list[_Slot] = []
         """Carried-over attempts paused until a carry group adopts them."""
@@ -357,7 +353,7 @@ class RolloutScheduler:
     def _judge(self, group: _Group, trajectory: Trajectory) -> Outcome:
         """Count a finished episode and decide its fate; the one that completes its group spares the rest."""
         result = group.result
-        trajectory.info["group"] = {"id": result.id, "index": result.index, "size": group.size, "carry": result.carry}
+        result.id.stamp(trajectory, group.size)
         self._clock()
         if trajectory.status == "error":
             self.metrics.count_error(trajectory)
@@ -408,7 +404,7 @@ class RolloutScheduler:
             return
         stalled = self._running == len(self._carry) and (self._exhausted or not self._has_room())
         at_once = self.config.carry_over_resume == "at_once"
-        origins: dict[str, list[_Slot]] = {}
+        origins: dict[GroupId, list[_Slot]] = {}
         for slot in self._carry:
             if stalled or at_once or (slot.carried_at is not None and self.version > slot.carried_at):
                 origins.setdefault(slot.group.result.id, []).append(slot)

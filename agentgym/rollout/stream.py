@@ -12,12 +12,13 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from agentgym.rollout.group_id import GroupId
 from agentgym.trajectory import Trajectory
 
 
 @dataclass(frozen=True)
 class _GroupEnd:
-    group_id: str
+    group: GroupId
     complete: bool
 
 
@@ -25,7 +26,7 @@ class _GroupEnd:
 class ClosedGroup:
     """A group the scheduler has closed: its id, its kept members, and whether it got all of them."""
 
-    id: str
+    id: GroupId
     members: list[Trajectory]
     complete: bool
 
@@ -39,15 +40,15 @@ class TrajectoryStream:
     def __init__(self, maxsize: int = 256) -> None:
         self._queue: asyncio.Queue[Trajectory | _GroupEnd | object] = asyncio.Queue(maxsize)
         self._closed = False
-        self._pending: dict[str, list[Trajectory]] = {}
+        self._pending: dict[GroupId, list[Trajectory]] = {}
 
     async def put(self, trajectory: Trajectory) -> None:
         """Add a finished trajectory; waits while the stream is full."""
         await self._queue.put(trajectory)
 
-    async def end_group(self, group_id: str, *, complete: bool) -> None:
-        """Say that group ``group_id`` will get no more members; an incomplete group is discarded."""
-        await self._queue.put(_GroupEnd(group_id, complete))
+    async def end_group(self, group: GroupId, *, complete: bool) -> None:
+        """Say that ``group`` will get no more members; an incomplete group is discarded."""
+        await self._queue.put(_GroupEnd(group, complete))
 
     async def close(self) -> None:
         """No more trajectories will come; readers finish after the ones queued."""
@@ -83,9 +84,9 @@ class TrajectoryStream:
         while (item := await self._next()) is not None:
             if isinstance(item, Trajectory):
                 if item.status != "error":
-                    self._pending.setdefault(item.info["group"]["id"], []).append(item)
+                    self._pending.setdefault(GroupId.of(item), []).append(item)
             else:
-                yield ClosedGroup(item.group_id, self._pending.pop(item.group_id, []), item.complete)
+                yield ClosedGroup(item.group, self._pending.pop(item.group, []), item.complete)
 
     async def get_batch(self, size: int) -> list[Trajectory]:
         """``size`` trajectories (fewer only if the stream closes first)."""

@@ -6,7 +6,7 @@ import asyncio
 import time
 from typing import Any
 
-from agentgym.rollout import RolloutConfig, RolloutScheduler
+from agentgym.rollout import GroupId, RolloutConfig, RolloutScheduler
 from agentgym.rollout.runner import Backend
 from agentgym.tasks import TaskSet
 from agentgym.trajectory import Trajectory
@@ -33,12 +33,12 @@ async def roll(policy: Any, tasks: TaskSet, config: RolloutConfig, backend: Back
     return metrics, seen
 
 
-def groups(trajectories: list[Trajectory]) -> dict[str, list[tuple[Any, ...]]]:
+def groups(trajectories: list[Trajectory]) -> dict[GroupId, list[tuple[Any, ...]]]:
     """The kept episodes of each group: seeds, actions and reward, in seed order."""
-    found: dict[str, list[tuple[Any, ...]]] = {}
+    found: dict[GroupId, list[tuple[Any, ...]]] = {}
     for t in trajectories:
         if t.status != "error":
-            found.setdefault(t.info["group"]["id"], []).append(
+            found.setdefault(GroupId.of(t), []).append(
                 (tuple(t.info["seed"]), tuple(turn.action for turn in t.turns), t.reward))
     return {key: sorted(members) for key, members in found.items()}
 

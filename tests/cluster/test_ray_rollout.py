@@ -18,7 +18,7 @@ from agentgym.errors import AgentGymError
 from agentgym.evaluation.play import evaluate
 from agentgym.inference.types import SamplingParams
 from agentgym.policies.lm import LMPolicy
-from agentgym.rollout import RolloutConfig
+from agentgym.rollout import GroupId, RolloutConfig
 from agentgym.trajectory import Trajectory
 from tests.cluster.conftest import Nodes, ray
 from tests.cluster.drills import LAKE, groups, once_delivered, roll, when_back
@@ -65,7 +65,7 @@ def test_a_killed_env_worker_loses_its_episodes_in_flight_to_refills_and_nothing
     assert metrics.retried == metrics.errored  # every lost episode refilled once
     assert len(kept) == 48 and all(t.success for t in kept)
     assert len({tuple(t.info["seed"]) for t in kept}) == 48  # none counted twice
-    assert Counter(t.info["group"]["id"] for t in kept) == {f"g{i}": 2 for i in range(24)}
+    assert Counter(GroupId.of(t) for t in kept) == {GroupId(i): 2 for i in range(24)}
     assert after["pid"] != before["pid"]  # restarted by Ray
     assert after["pid"] in {t.info["worker"]["pid"] for t in later}  # and playing again
 

@@ -13,7 +13,7 @@ import pytest
 from agentgym import TaskSet
 from agentgym.cluster.config import BackendConfig
 from agentgym.episode import Timeouts
-from agentgym.rollout import RolloutConfig, RolloutScheduler
+from agentgym.rollout import GroupId, RolloutConfig, RolloutScheduler
 from agentgym.rollout.scheduler import GroupResult
 from tests.rollout.envs import VersionClock, VersionedPolicy
 from tests.rollout.streams import delivered
@@ -75,9 +75,9 @@ def test_spares_are_carried_into_carry_groups_and_counted_once(registered_counte
     assert len({tuple(t.info["seed"]) for t in seen}) == len(seen)  # no two episodes of a task share a seed
     carry_groups = [g for g in groups if g.carry]
     assert m.carried > 0 and m.carry_groups >= len(carry_groups) >= 3
-    assert all(g.id == f"g{g.index}c1" and g.index in {h.index for h in groups if not h.carry} for g in carry_groups)
-    assert all(t.info["group"] == {"id": g.id, "index": g.index, "size": 2, "carry": 1} for g in carry_groups
-               for t in g.kept)
+    assert all(g.id == GroupId(g.index, 1) and g.index in {h.index for h in groups if not h.carry} for g in carry_groups)
+    assert all(t.info["group"] == {"index": g.index, "size": 2, "carry": 1} and GroupId.of(t) == g.id
+               for g in carry_groups for t in g.kept)
     assert sum(len(g.kept) == 2 for g in carry_groups) >= 3
     carried = _carried(seen)
     assert carried and len(carried) <= m.carried_kept
@@ -207,7 +207,7 @@ def test_a_carried_episode_older_than_the_staleness_bound_is_dropped(registered_
     assert m.carried == 2 and m.carry_groups == 1 and m.carried_kept == 0
     assert m.dropped >= 2 and m.retried >= 2 and m.accounted
     assert not _carried(seen)
-    assert sorted(t.info["group"]["id"] for t in seen) == ["g0", "g0", "g0c1", "g0c1"]
+    assert sorted(GroupId.of(t) for t in seen) == [GroupId(0), GroupId(0), GroupId(0, 1), GroupId(0, 1)]
 
 
 def test_carry_over_needs_the_local_backend():
