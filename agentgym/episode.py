@@ -64,7 +64,7 @@ async def run_episode(
     env.tool_timeout = timeouts.tool
     seeds = [*(seed if isinstance(seed, tuple) else (seed,)), task.seed]
     trajectory.info["seed"] = seeds
-    episode = _Episode(env, trajectory, timeouts)
+    episode = EpisodeLoop(env, trajectory, timeouts)
     started = time.perf_counter()
     watchdog = _Watchdog(timeouts)
     session: PolicySession | None = None
@@ -156,7 +156,7 @@ class _Watchdog:
         self.task.cancel()
 
 
-class _Episode:
+class EpisodeLoop:
     """The loop of one episode, remembering which phase it is in for the error report."""
 
     def __init__(self, env: Env, trajectory: Trajectory, timeouts: Timeouts) -> None:

@@ -13,6 +13,7 @@ from agentgym.cluster.config import BackendConfig
 from agentgym.config import Config
 from agentgym.episode import Timeouts
 from agentgym.inference import engine_spec, engines
+from agentgym.inference.types import SamplingParams
 from agentgym.policies.context import ContextPolicy
 from agentgym.suites import load_suite
 from agentgym.tracking.config import TrackingConfig
@@ -94,6 +95,11 @@ class SamplingSection(Config):
     top_p: float = Field(1.0, gt=0, le=1)
     max_tokens: int = Field(64, ge=1)
     """Tokens per turn."""
+
+    def params(self, temperature: float | None = None) -> SamplingParams:
+        """The engine's sampling parameters for this section, at ``temperature`` where given."""
+        return SamplingParams(temperature=self.temperature if temperature is None else temperature,
+                              top_p=self.top_p, max_tokens=self.max_tokens)
 
 
 class AlgorithmSection(Config):

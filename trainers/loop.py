@@ -24,31 +24,23 @@ the attempts a group keeps where an episode failed on infrastructure or ``redund
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import json
-import math
-import shutil
 import time
-from collections import deque
-from collections.abc import AsyncIterator, Iterator
-from concurrent.futures import Future
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 from rich.console import Console
 from transformers import AutoTokenizer
 
-from agentgym.algorithms import compute_advantages
 from agentgym.cluster import open_backend
 from agentgym.config import dump_config, load_config
 from agentgym.errors import AgentGymError
-from agentgym.evaluation.records import ROLLOUTS, RolloutLog, RunSpec, rollout_record, tasks_digest
-from agentgym.evaluation.run import run_evaluation
+from agentgym.evaluation.records import ROLLOUTS, RolloutLog
 from agentgym.inference import EngineSettings, engine_spec
-from agentgym.inference.types import InferenceEngine, SamplingParams, SleepingEngine
+from agentgym.inference.types import InferenceEngine, SleepingEngine
 from agentgym.metrics_log import JSONL_NAME, MetricsLog, plot_curves, read_metrics, rewind_jsonl
 from agentgym.policies.lm import LMPolicy
 from agentgym.progress import quiet_progress_bars
@@ -57,12 +49,9 @@ from agentgym.rollout.background import BackgroundLoop
 from agentgym.rollout.config import RolloutConfig
 from agentgym.rollout.iterate import drain
 from agentgym.rollout.runner import Backend, LocalBackend
-from agentgym.rollout.scheduler import RolloutScheduler, group_id
-from agentgym.rollout.stream import TrajectoryStream
-from agentgym.suites import load_suite
-from agentgym.tasks import Task, TaskSet
+from agentgym.rollout.scheduler import RolloutScheduler
+from agentgym.rollout.stream import ClosedGroup
 from agentgym.tracking import episode_table, open_trackers
-from agentgym.trainers.batch import collate
 from agentgym.trainers.checkpoint import (
     DataPosition,
     TrainerState,
@@ -74,18 +63,18 @@ from agentgym.trainers.checkpoint import (
 )
 from agentgym.trainers.config import TrainConfig
 from agentgym.trainers.curriculum import SuccessWindow
+from agentgym.trainers.draw import GroupDrawer, StepGroups, closed_groups
 from agentgym.trainers.forced_lag import LaggedEngine
-from agentgym.trainers.learner import MODEL_DIR, Learner, by_trajectory, load_model, resolve_device
-from agentgym.trainers.metrics import by_environment, eval_by_environment
-from agentgym.trainers.mixture import SuiteMixture
+from agentgym.trainers.held_out import HeldOut
+from agentgym.trainers.learner import MODEL_DIR, Learner, load_model, resolve_device
 from agentgym.trainers.mux.client import MuxClient
 from agentgym.trainers.mux.turns import PoolTurns
 from agentgym.trainers.progress import TrainProgress
 from agentgym.trainers.rank_group import RankGroup, TrainerRankError
 from agentgym.trainers.report import write_report
 from agentgym.trainers.sampler import TaskSampler
-from agentgym.trainers.weight_publish import train_and_publish
-from agentgym.trajectory import Trajectory, distinct_actions, has_signal
+from agentgym.trainers.step_batch import record_rollouts, step_batch
+from agentgym.trainers.weight_publish import LearnerTurn
 
 CONFIG_FILE = "config.yaml"
 CURVES_FILE = "curves.png"
@@ -96,29 +85,6 @@ BATCHES_FILE = "batches.jsonl"
 (``dropped``), skipped as failed (``failed``) or left out as too stale by then (``stale``), so no group is lost or
 doubled on resume; the positions whose carry-over groups it took (``carried``: extras, never consumed); and the
 seeds of the episodes it trained on (``info["seed"]``)."""
-_Closed = tuple[int, list[Trajectory] | None, bool]
-"""A closed group of train tasks: its position, kept members (``None`` where it failed), and whether it is a
-carry-over group (``rollout.carry_over``: an extra group of an earlier position's task, outside the hand-out order)."""
-
-
-@dataclass
-class _Draw:
-    """The closed groups a step took from the rollout."""
-
-    trained: list[list[Trajectory]] = field(default_factory=list)
-    dropped: list[list[Trajectory]] = field(default_factory=list)
-    """Groups whose rewards were all equal, left out by dynamic sampling."""
-    failed: list[int] = field(default_factory=list)
-    """Positions of groups that failed on infrastructure."""
-    stale: list[list[Trajectory]] = field(default_factory=list)
-    """Groups with a member older than ``async_ratio`` versions by the step that would train it (kept in time, it
-    waited for slower members of its group): left out, so no trained token breaks the staleness bound."""
-
-    @property
-    def closed(self) -> int:
-        return len(self.trained) + len(self.dropped) + len(self.failed) + len(self.stale)
-
-
 @dataclass(frozen=True)
 class TrainResult:
     """What a finished run reports: held-out success before and after, steps, and wall time."""
@@ -182,7 +148,7 @@ class _Run:
         levels = {s.id: s.difficulties for s in config.sources}
         curriculum = SuccessWindow(config.curriculum, levels) if config.curriculum else None
         self.sampler = TaskSampler(config.sources, config.trainer.seed, curriculum)
-        self.held_out, self.eval_spec = self._held_out()
+        self.held_out = HeldOut(config)
         self.device = resolve_device(config.trainer.device)
         self.source = checkpoint / MODEL_DIR if checkpoint else Path(config.model.path)
         self.tokenizer = AutoTokenizer.from_pretrained(self.source)
@@ -320,78 +286,70 @@ class _Run:
             engine = engine.engine
         config = self.config
         contexts = {source.id: source.context for source in config.sources if source.context is not None}
-        return LMPolicy(engine, self._sampling(temperature), max_context=config.engine.max_context,
+        return LMPolicy(engine, config.sampling.params(temperature), max_context=config.engine.max_context,
                         context=config.context, contexts=contexts, name="learner")
 
-    def _sampling(self, temperature: float | None = None) -> SamplingParams:
-        """The configured sampling, at ``temperature`` where given."""
-        sampling = self.config.sampling
-        return SamplingParams(temperature=sampling.temperature if temperature is None else temperature,
-                              top_p=sampling.top_p, max_tokens=sampling.max_tokens)
-
     def _train(self, background: BackgroundLoop, engine: SleepingEngine, log: MetricsLog) -> None:
+        """Start the rollout on ``engine`` and train step after step on what it streams, to ``trainer.steps``."""
         config, trainer = self.config, self.config.trainer
-        rollout_config = RolloutConfig(
-            concurrency=trainer.concurrency,
-            group_size=trainer.group_size,
-            redundancy=trainer.redundancy,
-            max_retries=trainer.max_retries,
-            max_staleness=trainer.async_ratio,
-            batch_size=config.batch_size,
-            stream_size=config.batch_size * (trainer.async_ratio + 1) + trainer.concurrency,
-            seed=trainer.seed,
-            timeouts=trainer.timeouts,
-            sampling=config.rollout.sampling,
-            latr=config.rollout.latr,
-            carry_over=config.rollout.carry_over,
-            carry_over_limit=config.rollout.carry_over_limit,
-            carry_over_resume=config.rollout.carry_over_resume,
-        )
-        scheduler = RolloutScheduler({s.id: s.kwargs for s in config.sources}, self._policy(engine), rollout_config,
-                                     engine=engine, backend=self.backend)
+        scheduler = RolloutScheduler({s.id: s.kwargs for s in config.sources}, self._policy(engine),
+                                     _rollout_config(config), engine=engine, backend=self.backend)
         if self.client is not None:  # the engine sleeps until its job's turn on the rollout pool
             self.turns = PoolTurns(self.client, background, engine, self.learner, early_release=config.mux.early_release)
             background.run(engine.sleep())
-        colocate = trainer.colocate
-        if colocate:
+        if trainer.colocate:
             self.learner.offload()  # the engine has the device while it generates
         with TrainProgress(trainer.steps, self.step, console=self.console,
                            collapse=config.algorithm.vcpo.collapse_ess_ratio) as progress:
             if self.step == 0:
                 self._evaluate(background, engine, log, progress)
             rollout = background.submit(scheduler.run(map(self.sampler.task, self._order()), indices=self._order()))
-            groups = _closed(scheduler.stream, self._order(), in_order=trainer.group_order == "handout")
+            groups = closed_groups(scheduler.stream, self._order(), in_order=trainer.group_order == "handout")
+            drawer = GroupDrawer(config, background, groups, rollout, scheduler, self.console, self.turns)
             try:
                 while self.step < trainer.steps:
-                    step_started = time.perf_counter()
-                    with self._turn("rollout"):
-                        draw = self._next_batch(background, groups, rollout, scheduler)
-                    waited = time.perf_counter() - step_started
-                    with self._turn("train"):
-                        metrics = train_and_publish(background, engine, self.learner, scheduler,
-                                                    functools.partial(self._learn, draw), colocate=colocate)
-                    self.step = self.learner.version
-                    if self.turns is not None:
-                        metrics.update(self.turns.metrics(self.step))
-                    metrics.update(self._consume(draw))
-                    metrics.update(scheduler.metrics.log_dict())
-                    self.carry_buffer = scheduler.metrics.carry_buffer
-                    if self.carry_discarded:
-                        metrics["rollout/carry_discarded_on_resume"], self.carry_discarded = self.carry_discarded, 0
-                    seconds = time.perf_counter() - step_started
-                    metrics["time/step_seconds"] = seconds
-                    metrics["time/wait_seconds"] = waited
-                    metrics["time/trajectories_per_second"] = config.batch_size / seconds
-                    log.log(self.step, metrics)
-                    progress.update(metrics, advance=1)
-                    if self._due(config.eval.every):
-                        self._evaluate(background, engine, log, progress, scheduler)
-                    if self._due(config.checkpoint.every):
-                        self._checkpoint()
+                    self._step(drawer, background, engine, scheduler, log, progress)
             finally:
                 background.call(scheduler.stop)
                 background.run(drain(scheduler))
                 rollout.result()
+
+    def _step(self, drawer: GroupDrawer, background: BackgroundLoop, engine: SleepingEngine,
+              scheduler: RolloutScheduler, log: MetricsLog, progress: TrainProgress) -> None:
+        """One training step, top to bottom: draw the step's groups, learn on them, publish the new weights to the
+        engine, then record the step, and evaluate and checkpoint where due."""
+        config = self.config
+        started = time.perf_counter()
+        with self._turn("rollout"):
+            drawn = drawer.draw(self.step + 1, self.learner.version)
+        waited = time.perf_counter() - started
+        with self._turn("train"), LearnerTurn(background, engine, self.learner,
+                                              colocate=config.trainer.colocate) as turn:
+            prepared = step_batch(drawn, config.algorithm, self._pad_id(), self.learner.version, config.sources)
+            learned = self.learner.step(prepared.batch) if prepared.batch else self.learner.skip()
+            turn.publish()
+        background.call(scheduler.notify)  # after the publish: admission counts the version the engine serves
+        self.step = self.learner.version
+        if self.rollouts is not None:
+            record_rollouts(self.rollouts, drawn, prepared, self.learner.trainer_logprobs, self.step)
+        metrics = {**prepared.metrics, **learned, "time/publish_seconds": turn.publish_seconds}
+        if self.turns is not None:
+            metrics.update(self.turns.metrics(self.step))
+        metrics.update(self._consume(drawn))
+        metrics.update(scheduler.metrics.log_dict())
+        self.carry_buffer = scheduler.metrics.carry_buffer
+        if self.carry_discarded:
+            metrics["rollout/carry_discarded_on_resume"], self.carry_discarded = self.carry_discarded, 0
+        seconds = time.perf_counter() - started
+        metrics["time/step_seconds"] = seconds
+        metrics["time/wait_seconds"] = waited
+        metrics["time/trajectories_per_second"] = config.batch_size / seconds
+        log.log(self.step, metrics)
+        progress.update(metrics, advance=1)
+        if self._due(config.eval.every):
+            self._evaluate(background, engine, log, progress, scheduler)
+        if self._due(config.checkpoint.every):
+            self._checkpoint()
 
     def _turn(self, pool: str) -> contextlib.AbstractContextManager[None]:
         """This job's turn on ``pool`` where it shares pools with others (``mux.address``); alone, nothing."""
@@ -404,123 +362,31 @@ class _Run:
         (handed out but never consumed), then new ones."""
         return itertools.chain(self.data.pending(), itertools.count(self.data.next))
 
-    def _next_batch(self, background: BackgroundLoop, groups: AsyncIterator[_Closed], rollout: Future[Any],
-                    scheduler: RolloutScheduler) -> _Draw:
-        """The next ``groups_per_step`` complete groups (under dynamic sampling, with signal), and those passed."""
-        wanted, algorithm = self.config.trainer.groups_per_step, self.config.algorithm
-        limit = math.ceil(algorithm.dynamic_sampling_draws * wanted) if algorithm.dynamic_sampling else math.inf
-        draw = _Draw()
-        while len(draw.trained) < wanted and draw.closed < limit:
-            try:
-                position, members, carried = background.run(anext(groups))
-            except StopAsyncIteration:
-                rollout.result()
-                raise AgentGymError("the rollout ended before training did (every task group failed?)") from None
-            if members is None:
-                if not carried:  # a failed carry-over group is an extra: the scheduler counts it, no task is owed
-                    draw.failed.append(position)
-            elif algorithm.dynamic_sampling and not has_signal(members):
-                draw.dropped.append(members)
-                background.call(scheduler.release, len(members))
-            elif _lag(members, self.learner.version) > self.config.trainer.max_lag:
-                draw.stale.append(members)
-                background.call(scheduler.release, len(members))
-            else:
-                draw.trained.append(members)
-            if self.turns is not None:
-                self.turns.closed(len(draw.trained), wanted)
-        if len(draw.trained) < wanted:
-            self._short(draw, limit)
-        return draw
-
-    def _short(self, draw: _Draw, limit: float) -> None:
-        """Dynamic sampling drew its bound of groups and found too few with signal: go on with those found,
-        or, with none, stop the run saying why."""
-        step, wanted = self.step + 1, self.config.trainer.groups_per_step
-        if draw.trained:
-            self.console.print(f"[yellow]step {step}: dynamic sampling found {len(draw.trained)} of {wanted} "
-                               f"groups with signal in {draw.closed} drawn; training on those[/]")
-            return
-        rewards = [t.reward for group in draw.dropped for t in group]
-        seen = f"; their mean reward was {sum(rewards) / len(rewards):.2f}" if rewards else ""
-        raise AgentGymError(
-            f"step {step}: dynamic sampling gave up after {draw.closed} groups (algorithm.dynamic_sampling_draws="
-            f"{self.config.algorithm.dynamic_sampling_draws} x trainer.groups_per_step={wanted}): every one had "
-            f"equal rewards within the group ({len(draw.dropped)}) or failed ({len(draw.failed)}){seen}. There is "
-            "nothing to learn from: the tasks are all too hard or all too easy for this model; change env "
-            "difficulties or raise algorithm.dynamic_sampling_draws")
-
-    def _learn(self, draw: _Draw) -> dict[str, float]:
-        """Advantages per group, one optimizer step on the groups that carry signal, and the batch's metrics."""
-        algorithm, groups = self.config.algorithm, draw.trained
-        trajectories = [t for group in groups for t in group]
-        rewards = torch.tensor([t.reward for t in trajectories], dtype=torch.float32)
-        group_ids = [i for i, group in enumerate(groups) for _ in group]
-        advantages = compute_advantages(algorithm.advantage, rewards, group_ids)
-        mixed = [has_signal(group) for group in groups]
-        keep = [i for i, g in enumerate(group_ids) if mixed[g] or not algorithm.skip_uniform_groups]
-        played = trajectories + [t for group in draw.dropped for t in group]
-        metrics = _batch_metrics(played, self.learner.version)
-        metrics.update(by_environment("rollout", played, self.config.sources))
-        metrics["rollout/mixed_group_fraction"] = sum(mixed) / len(groups)
-        metrics["rollout/distinct_action_sequences"] = sum(map(distinct_actions, groups)) / len(groups)
-        metrics["rollout/stale_groups_left_out"] = len(draw.stale)
-        if algorithm.dynamic_sampling:
-            metrics["dynamic/dropped_groups"] = len(draw.dropped)
-            metrics["dynamic/drawn_groups"] = draw.closed
-        if keep:
-            batch = collate([trajectories[i] for i in keep], advantages[keep], self._pad_id(), [group_ids[i] for i in keep])
-            metrics.update(self.learner.step(batch))
-        else:
-            metrics.update(self.learner.skip())
-        self._record_rollouts(draw, advantages.tolist(), keep)
-        return metrics
-
-    def _record_rollouts(self, draw: _Draw, advantages: list[float], keep: list[int]) -> None:
-        """Append every episode of the step's groups to ``rollouts.jsonl``: what was trained with its advantage and
-        the trainer's logprobs, and what was left out, saying why."""
-        if self.rollouts is None:
-            return
-        places = {index: place for place, index in enumerate(keep)}  # a trained episode's row in the batch
-        trainer_logprobs = by_trajectory(self.learner.trainer_logprobs)
-        played = [(group, outcome) for groups, outcome in ((draw.trained, "trained"), (draw.dropped, "dropped"),
-                                                           (draw.stale, "stale")) for group in groups]
-        members = [(member, trajectory, outcome) for group, outcome in played for member, trajectory in enumerate(group)]
-        records = []
-        for index, (member, trajectory, outcome) in enumerate(members):
-            place, group = places.get(index), trajectory.info["group"]
-            records.append(rollout_record(
-                trajectory, step=self.learner.version, position=group["index"], carried=bool(group["carry"]),
-                member=member, outcome="uniform" if outcome == "trained" and place is None else outcome,
-                advantage=None if place is None else advantages[index],
-                trainer_logprobs=() if place is None else trainer_logprobs.get(place, ())))
-        self.rollouts.append(records)
-
     def _pad_id(self) -> int:
         pad = self.tokenizer.pad_token_id
         return pad if pad is not None else self.tokenizer.eos_token_id
 
-    def _consume(self, draw: _Draw) -> dict[str, float]:
+    def _consume(self, drawn: StepGroups) -> dict[str, float]:
         """Mark the step's positions consumed, record them, and let the curriculum see the outcomes; returns
         the curriculum's metrics."""
-        def positions(groups: list[list[Trajectory]], carried: bool) -> list[int]:
-            return [g[0].info["group"]["index"] for g in groups if bool(g[0].info["group"].get("carry")) == carried]
+        def positions(groups: list[ClosedGroup], carried: bool) -> list[int]:
+            return [group.id.index for group in groups if group.id.carried == carried]
 
-        trained, dropped, stale = (positions(groups, False) for groups in (draw.trained, draw.dropped, draw.stale))
-        carried = positions(draw.trained, True) + positions(draw.dropped, True)
-        for position in [*trained, *dropped, *stale, *draw.failed]:
+        trained, dropped, stale = (positions(groups, False) for groups in (drawn.trained, drawn.dropped, drawn.stale))
+        carried = positions(drawn.trained, True) + positions(drawn.dropped, True)
+        for position in [*trained, *dropped, *stale, *drawn.failed]:
             self.data.consume(position)
             self.sampler.consume(position)
-        seeds = sorted(t.info["seed"] for group in draw.trained for t in group)
+        seeds = sorted(t.info["seed"] for group in drawn.trained for t in group.members)
         with (self.run_dir / BATCHES_FILE).open("a") as f:
-            f.write(json.dumps({"step": self.step, "tasks": trained, "dropped": dropped, "failed": draw.failed,
+            f.write(json.dumps({"step": self.step, "tasks": trained, "dropped": dropped, "failed": drawn.failed,
                                 "stale": stale, "carried": carried, "seeds": seeds}) + "\n")
         curriculum = self.sampler.curriculum
         if curriculum is None:
             return {}
-        for group in [*draw.trained, *draw.dropped]:
-            task = group[0].task
-            curriculum.observe(task.env_id, task.difficulty, [t.success for t in group])
+        for group in [*drawn.trained, *drawn.dropped]:
+            task = group.members[0].task
+            curriculum.observe(task.env_id, task.difficulty, [t.success for t in group.members])
         curriculum.update()
         return curriculum.metrics()
 
@@ -531,48 +397,19 @@ class _Run:
                   scheduler: RolloutScheduler | None = None) -> None:
         """Score the current weights on the held-out tasks into ``eval/step-N/`` (with its report). The
         rollout keeps running on the same engine meanwhile; only the trainer waits, so the weights hold still."""
-        tasks = self.held_out
-        if not tasks:
+        if not self.held_out.tasks:
             return
-        folder = self.run_dir / "eval" / f"step-{self.step:06d}"
-        shutil.rmtree(folder, ignore_errors=True)  # left by a timeline a resume discarded
         policy = self._policy(self._evaluation_engine(background, engine), self.config.eval.temperature)
-        spec = self.eval_spec.model_copy(update={"agent": f"learner-step-{self.step}"})
         started = scheduler.metrics.started if scheduler else 0
         with self._turn("rollout"):
-            scores = background.run(run_evaluation(spec, tasks, policy, folder, concurrency=self.config.eval.concurrency,
-                                                   timeouts=self.config.trainer.timeouts, backend=self.backend))
-        values = {"eval/success_rate": scores.success_rate, "eval/reward_mean": scores.mean_reward,
-                  "eval/turns_mean": scores.mean_turns, "eval/infra_errors": scores.infra_errors,
-                  **{f"eval/success_{b.name}": b.success_rate for b in scores.by_difficulty},
-                  **eval_by_environment(scores, self.config.sources)}
-        metrics = {key: value for key, value in values.items() if value is not None}  # None: nothing scored
+            metrics = self.held_out.score(self.run_dir, self.step, policy, background, self.backend)
         if scheduler is not None:
             metrics["eval/rollout_started_meanwhile"] = scheduler.metrics.started - started
         log.log(self.step, metrics)
         if log.trackers and self.config.logging.table_rows:
-            log.log_table(self.step, episode_table(folder, self.config.logging.table_rows))
+            log.log_table(self.step, episode_table(self.held_out.folder(self.run_dir, self.step),
+                                                   self.config.logging.table_rows))
         progress.update(metrics)
-
-    def _held_out(self) -> tuple[list[Task], RunSpec]:
-        """The test-split tasks evaluated, up to ``eval.episodes`` per environment (the suite's, or generated
-        ones), and the spec of their evaluations, made once per run."""
-        config, sources = self.config, self.config.sources
-        named = config.eval.suite or (config.env.suite if isinstance(config.env, SuiteMixture) else None)
-        suite = load_suite(named) if named else None
-        if suite is None:
-            tasks = [t for s in sources for t in TaskSet.generate(s.id, config.eval.episodes, split="test",
-                                                                   difficulties=s.difficulties)]
-        else:
-            tasks = [t for s in sources for t in suite.split("test").filter(env_id=s.id)[: config.eval.episodes]]
-            if not tasks and config.eval.episodes:
-                raise AgentGymError(f"eval.suite: {suite.name} has no test tasks of {', '.join(s.id for s in sources)}")
-        spec = RunSpec(agent="learner", engine=config.engine.name, model=config.model.path,
-                       sampling=self._sampling(config.eval.temperature),
-                       suite=suite.name if suite else None, suite_sha256=suite.sha256 if suite else None,
-                       tasks_sha256=tasks_digest(tasks), seed=config.trainer.seed,
-                       max_retries=config.trainer.max_retries, env_args={s.id: s.kwargs for s in sources})
-        return tasks, spec
 
     def _checkpoint(self) -> None:
         state = TrainerState(step=self.step, scheduler=self.learner.scheduler_state(), data=self.data, rng=rng_state(),
@@ -581,43 +418,22 @@ class _Run:
             save_checkpoint(self.run_dir, self.learner, self.tokenizer, state, keep=self.config.checkpoint.keep)
 
 
-async def _closed(stream: TrajectoryStream, order: Iterator[int], *, in_order: bool) -> AsyncIterator[_Closed]:
-    """Every group of ``stream`` once closed, with its task position (``order`` is the hand-out order):
-    as groups close, or ``in_order`` of hand-out."""
-    handed: deque[int] = deque()  # positions handed out and not yet yielded
-    positions: dict[str, int] = {}
-    closed: dict[int, list[Trajectory] | None] = {}
-    async for group in stream.closed_groups():
-        base, _, carry = group.id.partition("c")
-        if carry:
-            yield int(base.removeprefix("g")), group.members if group.complete else None, True
-            continue
-        while group.id not in positions:
-            handed.append(position := next(order))
-            positions[group_id(position)] = position
-        position = positions.pop(group.id)
-        closed[position] = group.members if group.complete else None
-        if not in_order:
-            handed.remove(position)
-            yield position, closed.pop(position), False
-        while in_order and handed and handed[0] in closed:
-            yield handed[0], closed.pop(handed.popleft()), False
-
-
-def _lag(trajectories: list[Trajectory], version: int) -> int:
-    """How many versions the oldest model-sampled token of ``trajectories`` lags ``version`` (0 without any)."""
-    return max((version - min(v for v in t.versions if v >= 0) for t in trajectories if any(v >= 0 for v in t.versions)),
-               default=0)
-
-
-def _batch_metrics(trajectories: list[Trajectory], version: int) -> dict[str, float]:
-    n = len(trajectories)
-    return {
-        "rollout/reward_mean": sum(t.reward for t in trajectories) / n,
-        "rollout/success_rate": sum(t.success for t in trajectories) / n,
-        "rollout/turns_mean": sum(t.num_turns for t in trajectories) / n,
-        "rollout/truncated_fraction": sum(t.status == "truncated" for t in trajectories) / n,
-        "rollout/agent_tokens_mean": sum(sum(t.loss_mask) for t in trajectories) / n,
-        "rollout/staleness_max": float(_lag(trajectories, version)),
-    }
-
+def _rollout_config(config: TrainConfig) -> RolloutConfig:
+    """The rollout a run's config asks for: its groups, staleness bound, stream and sampling."""
+    trainer, rollout = config.trainer, config.rollout
+    return RolloutConfig(
+        concurrency=trainer.concurrency,
+        group_size=trainer.group_size,
+        redundancy=trainer.redundancy,
+        max_retries=trainer.max_retries,
+        max_staleness=trainer.async_ratio,
+        batch_size=config.batch_size,
+        stream_size=config.batch_size * (trainer.async_ratio + 1) + trainer.concurrency,
+        seed=trainer.seed,
+        timeouts=trainer.timeouts,
+        sampling=rollout.sampling,
+        latr=rollout.latr,
+        carry_over=rollout.carry_over,
+        carry_over_limit=rollout.carry_over_limit,
+        carry_over_resume=rollout.carry_over_resume,
+    )

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from agentgym.core import Env
-from agentgym.episode import Timeouts, _Episode
+from agentgym.episode import EpisodeLoop, Timeouts
 from agentgym.episode_fork import afork_episode
 from agentgym.errors import ContextLimit, EpisodeTimeout
 from agentgym.inference.similarity import look_alike
@@ -59,12 +59,12 @@ def decided_alike(mine: Sequence[Turn], theirs: Sequence[Turn], settings: LatrPa
 
 
 @dataclass
-class _Seat:
+class _Member:
     """One episode of the tree: its environment, session and record, and where it forked from."""
 
     env: Env
     session: TokenSession
-    episode: _Episode
+    episode: EpisodeLoop
     parent: int | None
     birth: int
     """The turn whose answer was its first own one (0 for the root)."""
@@ -87,24 +87,24 @@ async def play_tree_group(pool: EnvPool, policy: LMPolicy, task: Task, *, seed: 
     try:
         async with asyncio.timeout(tree.timeouts.episode):
             await tree.grow(width)
-            await asyncio.gather(*(tree.play_on(seat) for seat in tree.seats.values() if not seat.done))
+            await asyncio.gather(*(tree.play_on(member) for member in tree.members.values() if not member.done))
     except TimeoutError:
         tree.fail(EpisodeTimeout("episode", tree.timeouts.episode or 0.0))
     except Exception as exc:  # noqa: BLE001 - an infrastructure failure: recorded on every unfinished episode
         tree.fail(exc)
     finally:
         tree.close()
-    return [tree.seats[index].trajectory for index in sorted(tree.seats)]
+    return [tree.members[index].trajectory for index in sorted(tree.members)]
 
 
 class _Tree:
-    """The seats of one tree and its counts."""
+    """The members of one tree and its counts."""
 
     def __init__(self, pool: EnvPool, policy: LMPolicy, task: Task, seed: tuple[int, ...], settings: TreeRollout,
                  timeouts: Timeouts) -> None:
         self.pool, self.policy, self.task, self.seed = pool, policy, task, seed
         self.settings, self.timeouts = settings, timeouts
-        self.seats: dict[int, _Seat] = {}
+        self.members: dict[int, _Member] = {}
         self.made = self.pruned = self.turn = 0
         self.token_forks = self.token_pruned = 0
         """Forks and prunes within turns: the engine trees' own (``made`` and ``pruned`` count episodes)."""
@@ -116,8 +116,8 @@ class _Tree:
     async def grow(self, width: int) -> None:
         """The tree phase: the root's reset, then turns of trees until the phase ends."""
         env = self.pool.acquire()
-        root = _Seat(env, self.policy.start(env, self._rng(0)), self._episode(env, self._trajectory()), None, 0)
-        self.seats[0] = root
+        root = _Member(env, self.policy.start(env, self._rng(0)), self._episode(env, self._trajectory()), None, 0)
+        self.members[0] = root
         root.episode.phase = "reset"
         opening, _ = await env.areset(**self.task.reset_kwargs())
         root.trajectory.messages.extend(opening)
@@ -125,49 +125,49 @@ class _Tree:
         while not self._over(width):
             await self._turn(width)
 
-    async def play_on(self, seat: _Seat) -> None:
-        """Finish a seat's episode by ordinary sampling; a full context ends it as the context policy says."""
-        observation = seat.observations[-1]
-        before = sum(seat.session.tokens.loss_mask)
+    async def play_on(self, member: _Member) -> None:
+        """Finish a member's episode by ordinary sampling; a full context ends it as the context policy says."""
+        observation = member.observations[-1]
+        before = sum(member.session.tokens.loss_mask)
         try:
-            while not seat.done:
+            while not member.done:
                 tick = time.perf_counter()
-                seat.episode.phase = "policy"
-                action = await seat.session.act(observation)
-                seat.done = await seat.episode.apply(action, time.perf_counter() - tick)
-                observation = seat.trajectory.turns[-1].observation
+                member.episode.phase = "policy"
+                action = await member.session.act(observation)
+                member.done = await member.episode.apply(action, time.perf_counter() - tick)
+                observation = member.trajectory.turns[-1].observation
         except ContextLimit as exc:
-            seat.done = True
-            exc.end(seat.trajectory)
+            member.done = True
+            exc.end(member.trajectory)
         finally:
-            self.decoded += sum(seat.session.tokens.loss_mask) - before
+            self.decoded += sum(member.session.tokens.loss_mask) - before
 
     def fail(self, exc: BaseException) -> None:
         """Mark every unfinished episode as failed by ``exc``."""
-        for seat in self.seats.values():
-            if not seat.done:
-                seat.episode.fail(exc)
+        for member in self.members.values():
+            if not member.done:
+                member.episode.fail(exc)
 
     def close(self) -> None:
         """Record each session's tokens and the tree's counts, and give the environments back."""
-        for seat in self.seats.values():
-            seat.trajectory.info["tree"] = {"made": self.made, "pruned": self.pruned, "turns": self.turn,
+        for member in self.members.values():
+            member.trajectory.info["tree"] = {"made": self.made, "pruned": self.pruned, "turns": self.turn,
                                             "decoded": self.decoded, "token_forks": self.token_forks,
                                             "token_pruned": self.token_pruned}
-            seat.episode.record(seat.session)
-            seat.trajectory.timings["total_seconds"] = time.perf_counter() - self.started
-            seat.trajectory.timings["policy_seconds"] = sum(t.policy_seconds for t in seat.trajectory.turns)
-            seat.trajectory.timings["env_seconds"] = sum(t.env_seconds for t in seat.trajectory.turns)
-            self.pool.release(seat.env, healthy=seat.trajectory.status != "error")
+            member.episode.record(member.session)
+            member.trajectory.timings["total_seconds"] = time.perf_counter() - self.started
+            member.trajectory.timings["policy_seconds"] = sum(t.policy_seconds for t in member.trajectory.turns)
+            member.trajectory.timings["env_seconds"] = sum(t.env_seconds for t in member.trajectory.turns)
+            self.pool.release(member.env, healthy=member.trajectory.status != "error")
 
     async def _turn(self, width: int) -> None:
-        """One turn of the tree phase: every live seat's tree, the forks it makes room for, every step, pruning."""
-        live = [index for index, seat in self.seats.items() if not seat.done]
-        room = width - len(self.seats)
+        """One turn of the tree phase: every live member's tree, the forks it makes room for, every step, pruning."""
+        live = [index for index, member in self.members.items() if not member.done]
+        room = width - len(self.members)
         tick = time.perf_counter()
         for index in live:
-            self.seats[index].episode.phase = "policy"
-        trees = await asyncio.gather(*(self.seats[index].session.grow(self.seats[index].observations[-1],
+            self.members[index].episode.phase = "policy"
+        trees = await asyncio.gather(*(self.members[index].session.grow(self.members[index].observations[-1],
                                                                      self.settings, 1 + room) for index in live))
         seconds = time.perf_counter() - tick
         chosen = {}
@@ -177,66 +177,66 @@ class _Tree:
         for index, grown in zip(live, trees, strict=True):
             chosen[index] = grown.branches[0].result
             for branch in grown.branches[1:]:
-                if len(self.seats) >= width:
+                if len(self.members) >= width:
                     break
                 self.made += 1
-                self.seats[self.made] = await self._fork(index)
-                self.seats[index].children.append(self.made)
+                self.members[self.made] = await self._fork(index)
+                self.members[index].children.append(self.made)
                 chosen[self.made] = branch.result
         for index, result in chosen.items():
-            seat = self.seats[index]
-            action = seat.session.take(result)
-            seat.actions.append(action)
-            seat.done = await seat.episode.apply(action, seconds)
-            seat.observations.append(seat.trajectory.turns[-1].observation)
+            member = self.members[index]
+            action = member.session.take(result)
+            member.actions.append(action)
+            member.done = await member.episode.apply(action, seconds)
+            member.observations.append(member.trajectory.turns[-1].observation)
         self.turn += 1
         for index in self._look_alikes():
             self.pruned += len(self._remove(index))
 
-    async def _fork(self, index: int) -> _Seat:
-        """A new seat in seat ``index``'s state before its answer this turn (environment forked, record copied)."""
-        parent = self.seats[index]
+    async def _fork(self, index: int) -> _Member:
+        """A new member in member ``index``'s state before its answer this turn (environment forked, record copied)."""
+        parent = self.members[index]
         env = await afork_episode(parent.env if parent.env.forkable == "native" else self.pool.acquire,
                                   seed=self.task.seed, actions=parent.actions, observations=parent.observations,
                                   options=self.task.reset_kwargs()["options"])
         trajectory = parent.trajectory.model_copy(deep=True)
         trajectory.info.update(branch=self.made, parent=index, fork_turn=self.turn)
-        return _Seat(env, parent.session.fork(self._rng(self.made)), self._episode(env, trajectory), index, self.turn,
+        return _Member(env, parent.session.fork(self._rng(self.made)), self._episode(env, trajectory), index, self.turn,
                      observations=list(parent.observations), actions=list(parent.actions))
 
     def _look_alikes(self) -> list[int]:
         """Children ``turn_window`` turns old that stayed close to their parent: decisions since the fork alike
         (:func:`decided_alike`), or (where the settings say so) the same observation now."""
         doomed = []
-        for index, seat in self.seats.items():
-            parent = self.seats.get(seat.parent) if seat.parent is not None else None
-            if parent is None or self.turn - seat.birth != self.settings.turn_window or seat.done or parent.done:
+        for index, member in self.members.items():
+            parent = self.members.get(member.parent) if member.parent is not None else None
+            if parent is None or self.turn - member.birth != self.settings.turn_window or member.done or parent.done:
                 continue
-            alike = decided_alike(seat.trajectory.turns[seat.birth:], parent.trajectory.turns[seat.birth:],
+            alike = decided_alike(member.trajectory.turns[member.birth:], parent.trajectory.turns[member.birth:],
                                   self.settings)
-            same = self.settings.prune_same_observation and seat.observations[-1] == parent.observations[-1]
+            same = self.settings.prune_same_observation and member.observations[-1] == parent.observations[-1]
             if alike or same:
                 doomed.append(index)
         return doomed
 
     def _remove(self, index: int) -> list[int]:
-        """Drop a seat and its descendants (their environments back to the pool); the ids removed."""
-        seat = self.seats.pop(index, None)
-        if seat is None:
+        """Drop a member and its descendants (their environments back to the pool); the ids removed."""
+        member = self.members.pop(index, None)
+        if member is None:
             return []
-        self.pool.release(seat.env, healthy=True)
+        self.pool.release(member.env, healthy=True)
         removed = [index]
-        for child in seat.children:
+        for child in member.children:
             removed += self._remove(child)
         return removed
 
     def _over(self, width: int) -> bool:
         """Whether the tree phase has ended."""
-        if self.turn >= self.settings.forced_turn or all(seat.done for seat in self.seats.values()):
+        if self.turn >= self.settings.forced_turn or all(member.done for member in self.members.values()):
             return True
-        full = len(self.seats) >= round(width * self.settings.exit_fill)
-        return full and all(self.turn - seat.birth > self.settings.turn_window
-                            for seat in self.seats.values() if seat.parent is not None)
+        full = len(self.members) >= round(width * self.settings.exit_fill)
+        return full and all(self.turn - member.birth > self.settings.turn_window
+                            for member in self.members.values() if member.parent is not None)
 
     def _rng(self, branch: int) -> np.random.Generator:
         """The policy randomness of the tree's episode ``branch``, from the group's seed."""
@@ -248,5 +248,5 @@ class _Tree:
         trajectory.info.update(branch=0, parent=None, fork_turn=0)
         return trajectory
 
-    def _episode(self, env: Env, trajectory: Trajectory) -> _Episode:
-        return _Episode(env, trajectory, self.timeouts)
+    def _episode(self, env: Env, trajectory: Trajectory) -> EpisodeLoop:
+        return EpisodeLoop(env, trajectory, self.timeouts)

@@ -11,7 +11,7 @@ import pytest
 from agentgym import TaskSet
 from agentgym.policies import TextPolicy
 from agentgym.rollout import RolloutConfig, RolloutScheduler
-from agentgym.trainers.loop import _closed
+from agentgym.trainers.draw import closed_groups
 from tests.waiting import until_async
 
 SLOW, FAILING = 5, {1, 6}
@@ -48,8 +48,8 @@ def test_groups_come_with_their_positions_failed_ones_marked(registered_counter,
         async with asyncio.TaskGroup() as group:
             group.create_task(scheduler.run(tasks, indices=handed_out))
             order = itertools.chain(handed_out, itertools.count(100))  # the trainer's never ends
-            return [(position, None if members is None else [t.task.seed for t in members])
-                    async for position, members, _ in _closed(scheduler.stream, order, in_order=in_order)]
+            return [(group.id.index, [t.task.seed for t in group.members] if group.complete else None)
+                    async for group in closed_groups(scheduler.stream, order, in_order=in_order)]
 
     closed = asyncio.run(asyncio.wait_for(run(), timeout=60))
     assert finished[-1] == SLOW  # the first handed out finished last...
