@@ -59,7 +59,7 @@ class RolloutConfig(BaseModel):
     """LATR's settings, within a turn and across turns (used with ``sampling: latr``)."""
     carry_over: bool = False
     """Keep a complete group's spares that are still playing (APRIL): paused at their next turn, resumed first
-    once the policy version advanced, in a carry group of their task (``g{index}c{n}``) filled up with fresh ones."""
+    once the policy version advanced, in a carry group of their task (``GroupId(index, carry=n)``) filled up with fresh ones."""
     carry_over_limit: int = Field(64, ge=1)
     """Spares paused at once with ``carry_over``; one beyond it is cancelled as without."""
     carry_over_resume: Literal["next_version", "at_once"] = "next_version"
