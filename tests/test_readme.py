@@ -73,6 +73,7 @@ EXAMPLES = {
     "tree": ("docs/inference.md", "generate_tree("),
     "web": ("docs/web-and-gui.md", 'agentgym.make("web/Shop-v0"'),
     "loss": ("docs/training.md", '@register_policy_loss("cispo")'),
+    "engine": ("docs/inference.md", "register_engine(EngineSpec("),
 }
 """The python blocks the tests run: name -> (page, a string only that block of the page holds)."""
 
@@ -171,6 +172,22 @@ def test_loss_example_registers_a_loss_a_config_names():
         torch.testing.assert_close(logprobs.grad, torch.tensor([[-1.2, -1.0]]))
     finally:
         POLICY_LOSSES.pop("cispo", None)
+
+
+def test_engine_example_registers_an_engine_a_config_trains_on(monkeypatch):
+    """The inference page's ``mine``: once registered, a training config takes its name and the trainer its arguments."""
+    from agentgym.config import load_config
+    from agentgym.inference import EngineSettings, spec
+    from agentgym.trainers.config import TrainConfig
+
+    monkeypatch.setattr(spec, "ENGINES", dict(spec.ENGINES))
+    module = {"__name__": "readme_engine"}
+    exec(compile(example("engine").code, "docs/inference.md", "exec"), module)
+    module["register_engines"]()
+    config = load_config(TrainConfig, overrides=["output_dir=out", "model.path=m", "env.id=games/FrozenLake-v0",
+                                                 "engine.name=mine"])
+    settings = EngineSettings(max_batch_size=8, max_context=512, threads=1, device="cpu", dtype=None, sleeps=False)
+    assert spec.engine_spec(config.engine.name).kwargs(settings) == {"device": "cpu", "max_model_len": 512}
 
 
 @pytest.mark.browser
