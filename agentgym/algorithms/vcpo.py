@@ -118,9 +118,9 @@ def min_variance_advantages(rewards: torch.Tensor, groups: torch.Tensor, log_wei
 
 
 def baseline_metrics(rewards: torch.Tensor, groups: torch.Tensor, baselines: torch.Tensor) -> dict[str, float]:
-    """``train/baseline_mean``, the mean of ``[B]`` per-row ``baselines`` (:func:`min_variance_advantages`'), and
-    ``train/baseline_shift``, their mean distance from the baseline of equal weights and gradient norms: each
-    group's mean reward."""
+    """``train/baseline_mean``, the mean of the ``[B]`` per-row ``baselines`` that :func:`min_variance_advantages`
+    returns, and ``train/baseline_shift``, their mean distance from the baseline of equal weights and gradient
+    norms: each group's mean reward."""
     ones = torch.ones_like(rewards)
     _, means = min_variance_advantages(rewards, groups, torch.zeros_like(rewards), ones, scale_by_std=False)
     return {"train/baseline_mean": baselines.mean().item(),
