@@ -39,10 +39,8 @@ from agentgym.cluster import open_backend
 from agentgym.config import dump_config, load_config
 from agentgym.errors import AgentGymError
 from agentgym.evaluation.records import ROLLOUTS, RolloutLog
-from agentgym.inference import EngineSettings, engine_spec
 from agentgym.inference.types import InferenceEngine, SleepingEngine
 from agentgym.metrics_log import JSONL_NAME, MetricsLog, plot_curves, read_metrics, rewind_jsonl
-from agentgym.policies.lm import LMPolicy
 from agentgym.progress import quiet_progress_bars
 from agentgym.registration import make
 from agentgym.rollout.background import BackgroundLoop
@@ -64,7 +62,6 @@ from agentgym.trainers.checkpoint import (
 from agentgym.trainers.config import TrainConfig
 from agentgym.trainers.curriculum import SuccessWindow
 from agentgym.trainers.draw import GroupDrawer, StepGroups, closed_groups
-from agentgym.trainers.forced_lag import LaggedEngine
 from agentgym.trainers.held_out import HeldOut
 from agentgym.trainers.learner import MODEL_DIR, Learner, load_model, resolve_device
 from agentgym.trainers.mux.client import MuxClient
@@ -72,6 +69,7 @@ from agentgym.trainers.mux.turns import PoolTurns
 from agentgym.trainers.progress import TrainProgress
 from agentgym.trainers.rank_group import RankGroup, TrainerRankError
 from agentgym.trainers.report import write_report
+from agentgym.trainers.run_engines import RunEngines
 from agentgym.trainers.sampler import TaskSampler
 from agentgym.trainers.step_batch import record_rollouts, step_batch
 from agentgym.trainers.weight_publish import LearnerTurn
@@ -158,8 +156,6 @@ class _Run:
         """Carried-over episodes the checkpoint resumed from had buffered, discarded; logged with the first step."""
         self.carry_buffer = 0
         self.backend: Backend = LocalBackend()
-        self.eval_engine: SleepingEngine | None = None
-        """The second engine that evaluates under a forced lag (``trainer.forced_lag``)."""
         state = load_trainer_state(checkpoint) if checkpoint else None
         self.learner = self._learner()
         if state is not None:
@@ -216,13 +212,12 @@ class _Run:
             with open_backend(self.config.rollout) as self.backend, BackgroundLoop() as background, \
                     MetricsLog(self.run_dir, trackers=open_trackers(self.config.logging, self.run_dir,
                                                                     self.config.model_dump(mode="json"))) as log:
-                engine = self._engine(background)
+                self.engines = RunEngines(self.config, self.backend, self.source, self.device, self.learner,
+                                          sleeps=self.config.trainer.colocate or self.client is not None)
                 try:
-                    self._train(background, engine, log)
+                    self._train(background, self.engines.rollout(background, self.step), log)
                 finally:
-                    background.run(engine.close())
-                    if self.eval_engine is not None:
-                        background.run(self.eval_engine.close())
+                    background.run(self.engines.close())
         except TrainerRankError as error:
             raise TrainerRankError(f"{error}. Continue the run from its last checkpoint: "
                                    f"agentgym train --resume {self.run_dir}") from error
@@ -245,54 +240,10 @@ class _Run:
         if isinstance(self.learner, RankGroup):
             self.learner.close()
 
-    def _engine(self, background: BackgroundLoop) -> SleepingEngine:
-        """The engine the rollout samples from and the trainer publishes its weights to (under a forced lag, it
-        serves them that many versions late)."""
-        engine = self._new_engine()
-        if self.step:
-            background.run(engine.update_weights(self.learner.weights(), version=self.step))
-        lag = self.config.trainer.forced_lag
-        return engine if lag is None else LaggedEngine(engine, lag)
-
-    def _evaluation_engine(self, background: BackgroundLoop, engine: InferenceEngine) -> InferenceEngine:
-        """The engine that scores the current weights: the rollout's, or under a forced lag a second one, brought
-        up to the trainer's version."""
-        if self.config.trainer.forced_lag is None:
-            return engine
-        if self.eval_engine is None:
-            self.eval_engine = self._new_engine()
-        if self.eval_engine.version != self.step:
-            background.run(self.eval_engine.update_weights(self.learner.weights(), version=self.step))
-        return self.eval_engine
-
-    def _new_engine(self) -> SleepingEngine:
-        """An engine of ``config.engine`` on the model the run started from."""
-        config = self.config.engine
-        settings = EngineSettings(max_batch_size=config.max_batch_size, max_context=config.max_context,
-                                  threads=config.threads, device=str(self.device), dtype=self.config.model.dtype,
-                                  sleeps=self.config.trainer.colocate or self.client is not None)
-        kwargs = {**engine_spec(config.name).kwargs(settings), **config.kwargs}
-        # a LoRA run's checkpoint holds the adapter alone: a resumed run's engine starts from the base model, and is
-        # sent the merged weights at once (:meth:`_engine`)
-        source = Path(self.config.model.path) if self.config.model.lora else self.source
-        engine = self.backend.engine(config.name, source, **kwargs)
-        if not isinstance(engine, SleepingEngine):
-            raise AgentGymError(f"the {config.name} engine cannot be trained: it has no sleep and wake_up")
-        return engine
-
-    def _policy(self, engine: InferenceEngine, temperature: float | None = None) -> LMPolicy:
-        """A policy sampling from ``engine`` (under a forced lag, from the engine behind it)."""
-        if isinstance(engine, LaggedEngine):
-            engine = engine.engine
-        config = self.config
-        contexts = {source.id: source.context for source in config.sources if source.context is not None}
-        return LMPolicy(engine, config.sampling.params(temperature), max_context=config.engine.max_context,
-                        context=config.context, contexts=contexts, name="learner")
-
     def _train(self, background: BackgroundLoop, engine: SleepingEngine, log: MetricsLog) -> None:
         """Start the rollout on ``engine`` and train step after step on what it streams, to ``trainer.steps``."""
         config, trainer = self.config, self.config.trainer
-        scheduler = RolloutScheduler({s.id: s.kwargs for s in config.sources}, self._policy(engine),
+        scheduler = RolloutScheduler({s.id: s.kwargs for s in config.sources}, self.engines.policy(engine),
                                      _rollout_config(config), engine=engine, backend=self.backend)
         if self.client is not None:  # the engine sleeps until its job's turn on the rollout pool
             self.turns = PoolTurns(self.client, background, engine, self.learner, early_release=config.mux.early_release)
@@ -399,7 +350,7 @@ class _Run:
         rollout keeps running on the same engine meanwhile; only the trainer waits, so the weights hold still."""
         if not self.held_out.tasks:
             return
-        policy = self._policy(self._evaluation_engine(background, engine), self.config.eval.temperature)
+        policy = self.engines.policy(self.engines.evaluation(background, engine, self.step), self.config.eval.temperature)
         started = scheduler.metrics.started if scheduler else 0
         with self._turn("rollout"):
             metrics = self.held_out.score(self.run_dir, self.step, policy, background, self.backend)
