@@ -12,8 +12,8 @@ import torch
 from transformers import AutoModelForCausalLM, Qwen2Config
 
 from agentgym.inference import GenerationRequest, InferenceEngine, SamplingParams, load_engine
-from agentgym.inference.torch._batch import KVBatch
 from agentgym.inference.sampling import token_logprobs
+from agentgym.inference.torch._batch import KVBatch
 from agentgym.inference.torch.engine import TorchEngine
 from tests.waiting import until_async
 

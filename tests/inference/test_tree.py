@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 from transformers import AutoModelForCausalLM
 
-from agentgym.inference.torch._batch import KVBatch
 from agentgym.inference.sampling import sampling_logprobs
+from agentgym.inference.torch._batch import KVBatch
 from agentgym.inference.torch.engine import TorchEngine
 from agentgym.inference.tree import ExitBatch, LatrParams, TreeSearch, branch_tokens, math_token_ids
 from agentgym.inference.types import GenerationRequest, SamplingParams
