@@ -77,7 +77,7 @@ class _Position(NamedTuple):
 
 
 @dataclass
-class _Reading:
+class _BranchTrack:
     """What the driver keeps of a branch: its tree tokens' logprobs and versions, and its read-ahead."""
 
     logprobs: list[float] = field(default_factory=list)
@@ -153,63 +153,63 @@ async def grow_tree(
     ``math_ids`` are the tokens at which a fork is never pruned, ``batch`` the engine's trees (``exit_scope``)."""
     sampling = request.sampling
     search = TreeSearch(params, width, eos_ids, sampling.max_tokens, math_ids, batch)
-    readings = {0: _Reading()}
+    tracks = {0: _BranchTrack()}
     counts = _Counts()
     version = engine.version
     try:
         while not search.exited:
-            await _read_ahead(engine, request, search, readings, counts)
+            await _read_ahead(engine, request, search, tracks, counts)
             if engine.version != version:  # checked after the read-ahead: no tree token comes from the new weights
                 break
-            if any(reading.stops == "abort" for reading in readings.values()):
+            if any(track.stops == "abort" for track in tracks.values()):
                 for index in search.live():
-                    readings[index].finish = "abort"
+                    tracks[index].finish = "abort"
                 break
             for index in search.live():  # a chunk with nothing to read: the engine ended the branch where it was
-                if not readings[index].ahead and readings[index].stops is not None:
-                    readings[index].finish = readings[index].stops
+                if not tracks[index].ahead and tracks[index].stops is not None:
+                    tracks[index].finish = tracks[index].stops
                     search.finish(index)
             if not search.exited:
-                _step(search, readings, counts, sampling, vocab_size)
+                _step(search, tracks, counts, sampling, vocab_size)
     finally:
         search.end()  # ended here, however the loop was left: out of its exit batch too
-    return await _sample_on(engine, request, search, readings, counts)
+    return await _sample_on(engine, request, search, tracks, counts)
 
 
 async def _read_ahead(
     engine: GreedySource,
     request: GenerationRequest,
     search: TreeSearch,
-    readings: dict[int, _Reading],
+    tracks: dict[int, _BranchTrack],
     counts: _Counts,
 ) -> None:
     """Fetch a greedy chunk, in parallel, for every live branch that has read all its positions."""
     sampling = request.sampling
     count = min(CHUNK, sampling.max_tokens - search.step, search.params.forced_exit - search.step)
-    needy = [index for index in search.live() if not readings[index].ahead and readings[index].stops is None]
+    needy = [index for index in search.live() if not tracks[index].ahead and tracks[index].stops is None]
     greedy = SamplingParams(temperature=0.0, max_tokens=count, stop=sampling.stop)
     chunks = await _together([engine.greedy_chunk(GenerationRequest(
         prompt_ids=[*request.prompt_ids, *search.branches[index].tokens], images=request.images, sampling=greedy,
         session=request.session), search.params.top_k) for index in needy])
     for index, fetched in zip(needy, chunks, strict=True):
-        reading = readings[index]
+        track = tracks[index]
         tokens = fetched.result.token_ids
-        if index != 0 and not reading.requested:
+        if index != 0 and not track.requested:
             counts.fork_prompt_tokens += fetched.result.prompt_tokens
             counts.fork_cached_tokens += fetched.cached_tokens
-        reading.requested = True
+        track.requested = True
         counts.decoded_tokens += len(tokens)
-        reading.ahead.extend(_Position(ids, logprobs, v) for (ids, logprobs), v
+        track.ahead.extend(_Position(ids, logprobs, v) for (ids, logprobs), v
                              in zip(fetched.tops, fetched.result.versions, strict=True))
         ran_out = fetched.result.finish_reason == "length" and len(tokens) == count
-        reading.stops = None if ran_out else fetched.result.finish_reason
+        track.stops = None if ran_out else fetched.result.finish_reason
 
 
 def _step(
-    search: TreeSearch, readings: dict[int, _Reading], counts: _Counts, sampling: SamplingParams, vocab_size: int
+    search: TreeSearch, tracks: dict[int, _BranchTrack], counts: _Counts, sampling: SamplingParams, vocab_size: int
 ) -> None:
     """Feed one read-ahead position of every live branch to the search and carry out its forks and prunes."""
-    positions = {index: readings[index].ahead.popleft() for index in search.live()}
+    positions = {index: tracks[index].ahead.popleft() for index in search.live()}
     probs = {index: [math.exp(value) for value in position.logprobs] for index, position in positions.items()}
     decision = search.advance(
         {index: (position.ids, probs[index]) for index, position in positions.items()},
@@ -219,29 +219,29 @@ def _step(
     counts.tree_tokens += len(positions) + len(decision.forks)
     counts.decoded_tokens += len(decision.forks)
     for child, parent, token in decision.forks:
-        position, source = positions[parent], readings[parent]
-        readings[child] = _Reading(logprobs=[*source.logprobs, position.logprobs[position.ids.index(token)]],
+        position, source = positions[parent], tracks[parent]
+        tracks[child] = _BranchTrack(logprobs=[*source.logprobs, position.logprobs[position.ids.index(token)]],
                                    versions=[*source.versions, position.version])
     for index, position in positions.items():
-        reading = readings[index]
-        reading.logprobs.append(position.logprobs[0])
-        reading.versions.append(position.version)
-        if not reading.ahead and reading.stops is not None and index in search.branches:
-            reading.finish = reading.stops
+        track = tracks[index]
+        track.logprobs.append(position.logprobs[0])
+        track.versions.append(position.version)
+        if not track.ahead and track.stops is not None and index in search.branches:
+            track.finish = track.stops
             if not search.branches[index].done:
                 search.finish(index)
     for index in decision.pruned:
-        del readings[index]
+        del tracks[index]
 
 
 async def _sample_on(
-    engine: GreedySource, request: GenerationRequest, search: TreeSearch, readings: dict[int, _Reading],
+    engine: GreedySource, request: GenerationRequest, search: TreeSearch, tracks: dict[int, _BranchTrack],
     counts: _Counts,
 ) -> TreeResult:
     """Sample each surviving unfinished branch on from its tree tokens, in parallel, and put the tree together."""
     sampling = request.sampling
     eos = search.eos_ids
-    going = [index for index, branch in search.branches.items() if not branch.done and readings[index].finish is None]
+    going = [index for index, branch in search.branches.items() if not branch.done and tracks[index].finish is None]
 
     def rest(index: int) -> GenerationRequest:
         """The request that samples branch ``index`` on (the root with the request's seed, a fork with its own)."""
@@ -256,15 +256,15 @@ async def _sample_on(
     samples = dict(zip(going, sampled_on, strict=True))
     results = {}
     for index, branch in sorted(search.branches.items()):
-        reading, tree = readings[index], len(branch.tokens)
+        track, tree = tracks[index], len(branch.tokens)
         if index in samples:
             sampled = samples[index]
             counts.decoded_tokens += len(sampled.token_ids)
             tokens, finish = [*branch.tokens, *sampled.token_ids], sampled.finish_reason
-            logprobs, versions = [*reading.logprobs, *sampled.logprobs], [*reading.versions, *sampled.versions]
+            logprobs, versions = [*track.logprobs, *sampled.logprobs], [*track.versions, *sampled.versions]
         else:
-            tokens, logprobs, versions = branch.tokens, reading.logprobs, reading.versions
-            finish = reading.finish or ("stop" if tokens and tokens[-1] in eos else "length")
+            tokens, logprobs, versions = branch.tokens, track.logprobs, track.versions
+            finish = track.finish or ("stop" if tokens and tokens[-1] in eos else "length")
         results[index] = GenerationResult(
             request_id=f"{request.request_id}-{index}", token_ids=tokens, logprobs=logprobs, versions=versions,
             finish_reason=finish, prompt_tokens=len(request.prompt_ids),
