@@ -48,7 +48,7 @@ SettingsT = TypeVar("SettingsT", bound=BaseModel)
 @click.option("--all", "eval_all", is_flag=True, help="Every registered environment.")
 @click.option("--family", help="Every environment of this family (e.g. web, gui).")
 @click.option("--policy", type=click.Choice(sorted(POLICIES)), help="A reference policy.")
-@click.option("--engine", callback=lambda _ctx, _param, name: _registered_engine(name),
+@click.option("--engine", metavar="NAME", callback=lambda _ctx, _param, name: _registered_engine(name),
               help=f"Evaluate a model on this inference engine: {', '.join(ENGINES)}, or one a package registers.")
 @click.option("--model", "model_path", help="The model: a local folder (torch, vllm) or a served model name (openai).")
 @click.option("--base-url", help="The OpenAI-compatible server's /v1 address (openai engine).")
