@@ -33,9 +33,9 @@ COMMAND_GROUP = "agentgym.commands"
 """The entry-point group of commands that live outside the core (``train`` and ``sft`` in the trainers,
 ``sandbox`` in the sandboxes): each entry point is named for its command and loads it when run."""
 _LAZY_COMMANDS = {
-    "eval": ("agentgym.evaluation.cli", "eval_command"),
-    "compare": ("agentgym.evaluation.cli", "compare_command"),
-    "leaderboard": ("agentgym.evaluation.cli", "leaderboard_command"),
+    "eval": ("agentgym.eval_commands", "eval_command"),
+    "compare": ("agentgym.eval_commands", "compare_command"),
+    "leaderboard": ("agentgym.eval_commands", "leaderboard_command"),
     "view": ("agentgym.view.cli", "view_command"),
 }
 """The core's own commands imported only when run (evaluation pulls in matplotlib, the viewer FastAPI)."""

@@ -39,9 +39,9 @@ CORE_ORDER = {
              "progress", "cli_shared", "models", "algorithms"),
     "inference": ("inference",),
     "policies": ("policies",),
-    "rollout": ("rollout", "episode", "cluster", "integrations"),
+    "rollout": ("rollout", "episode", "integrations"),
     "evaluation": ("evaluation", "tracking", "metrics_log"),
-    "apps": ("__init__", "__main__", "cli", "serve", "view"),
+    "apps": ("__init__", "__main__", "cli", "eval_commands", "serve", "view", "cluster"),
 }
 """The layers inside the core, lowest first, with the modules and packages directly under ``agentgym`` each holds
 (``__init__``: the package's public surface, which re-exports from every layer). A core module imports from its
