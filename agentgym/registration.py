@@ -15,13 +15,13 @@ import importlib.util
 import re
 import warnings
 from collections.abc import Callable
-from importlib.metadata import entry_points
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentgym.core import Env
 from agentgym.errors import RegistrationError, UnknownEnvError
+from agentgym.plugins import EntryPointGroup
 
 ENTRY_POINT_GROUP = "agentgym.envs"
 ADAPTED = "adapted"
@@ -82,7 +82,7 @@ _registry: dict[str, EnvSpec] = {}
 _unavailable_families: dict[str, str] = {}
 _id_families: dict[str, Callable[[str], EnvSpec]] = {}
 _family_descriptions: dict[str, str] = {}
-_plugins_loaded = False
+_plugins = EntryPointGroup(ENTRY_POINT_GROUP)
 
 
 def parse_id(env_id: str) -> tuple[str, str, int]:
@@ -140,7 +140,7 @@ def spec(env_id: str) -> EnvSpec:
     """The spec registered under ``env_id`` (``module:id`` imports ``module`` first). An id of a family that
     resolves ids on demand (:func:`register_id_family`), such as ``gymnasium:Taxi-v3`` or ``gymnasium/Taxi-v3``,
     is registered as the latter on first use."""
-    _load_plugins()
+    _plugins.load()
     env_id = _import_prefix(env_id)
     found = _registry.get(env_id)
     family, _, name = env_id.partition("/")
@@ -164,7 +164,7 @@ def register_unavailable_family(family: str, description: str, *, requires: tupl
 
 def unavailable_families() -> dict[str, tuple[str, str]]:
     """Family -> (description, why it is unavailable) for the families whose package is missing here."""
-    _load_plugins()
+    _plugins.load()
     return {family: (_family_descriptions[family], reason) for family, reason in sorted(_unavailable_families.items())}
 
 
@@ -188,7 +188,7 @@ def make(env_id: str | EnvSpec, **kwargs: Any) -> Env:
 
 def list_envs(family: str | None = None, tag: str | None = None) -> list[EnvSpec]:
     """The registered specs, sorted by id, optionally only one family or tag."""
-    _load_plugins()
+    _plugins.load()
     return [
         s
         for _, s in sorted(_registry.items())
@@ -228,25 +228,6 @@ def _import_prefix(env_id: str) -> str:
     except ImportError as exc:
         raise RegistrationError(f"cannot import {module!r} to find {rest}: {exc}") from exc
     return rest
-
-
-def _load_plugins() -> None:
-    """Load the ``agentgym.envs`` entry points once: agentgym's own first (a failure there is raised), then every
-    other package's (a failure there is a warning)."""
-    global _plugins_loaded
-    if _plugins_loaded:
-        return
-    _plugins_loaded = True
-    plugins = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: not ep.value.startswith("agentgym."))
-    for ep in plugins:
-        try:
-            loaded = ep.load()
-            if callable(loaded):
-                loaded()
-        except Exception as exc:  # a broken plugin must not take the whole registry down
-            if ep.value.startswith("agentgym."):
-                raise
-            warnings.warn(f"the agentgym.envs plugin {ep.name!r} ({ep.value}) failed to load: {exc}", stacklevel=3)
 
 
 def _missing(modules: tuple[str, ...], extra: str | None) -> str | None:

@@ -36,7 +36,7 @@ ALLOWED = {
 CORE_ORDER = {
     "base": ("core", "messages", "tools", "parsers", "spaces", "seeding", "errors", "registration", "tasks", "suites",
              "trajectory", "episode_fork", "checker", "check_pool", "config", "sync_loop", "loop_shared", "lifetime",
-             "progress", "cli_shared", "models", "algorithms"),
+             "progress", "cli_shared", "models", "algorithms", "plugins"),
     "inference": ("inference",),
     "policies": ("policies",),
     "rollout": ("rollout", "episode", "integrations"),

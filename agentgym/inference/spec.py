@@ -13,8 +13,9 @@ import importlib
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import Any, Literal
+
+from agentgym.plugins import EntryPointGroup
 
 ENTRY_POINT_GROUP = "agentgym.engines"
 EngineKind = Literal["local", "remote"]
@@ -81,7 +82,7 @@ class EngineSpec:
 
 ENGINES: dict[str, EngineSpec] = {}
 """The registered engines by name (:func:`engines` also loads the plugins' first)."""
-_plugins_loaded = False
+_plugins = EntryPointGroup(ENTRY_POINT_GROUP)
 
 
 def register_engine(spec: EngineSpec) -> EngineSpec:
@@ -97,32 +98,16 @@ def register_engine(spec: EngineSpec) -> EngineSpec:
 
 def engines() -> dict[str, EngineSpec]:
     """Every registered engine, the plugins' included."""
-    _load_plugins()
+    _plugins.load()
     return dict(ENGINES)
 
 
 def engine_spec(name: str) -> EngineSpec:
     """The spec of engine ``name``; an unknown name is a :class:`ValueError` listing the registered ones."""
     if name not in ENGINES:
-        _load_plugins()
+        _plugins.load()
     if name in ENGINES:
         return ENGINES[name]
     close = difflib.get_close_matches(name, ENGINES, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
     raise ValueError(f"unknown engine {name!r}; {hint}choose one of: {', '.join(ENGINES)}")
-
-
-def _load_plugins() -> None:
-    """Call the ``agentgym.engines`` entry points once (a failing one is a warning)."""
-    global _plugins_loaded
-    if _plugins_loaded:
-        return
-    _plugins_loaded = True
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            loaded = ep.load()
-            if callable(loaded):
-                loaded()
-        except Exception as exc:  # noqa: BLE001 - a broken plugin must not take the built-in engines down
-            warnings.warn(f"the {ENTRY_POINT_GROUP} plugin {ep.name!r} ({ep.value}) failed to load: {exc}",
-                          stacklevel=3)

@@ -128,7 +128,7 @@ def plugin_site(tmp_path_factory):
 
 def test_third_party_package_registers_through_the_entry_point(plugin_site, monkeypatch):
     monkeypatch.syspath_prepend(str(plugin_site))
-    monkeypatch.setattr(registration, "_plugins_loaded", False)
+    monkeypatch.setattr(registration._plugins, "loaded", False)
     assert "example/GuessNumber-v0" in [s.id for s in agentgym.list_envs(family="example")]
     env = agentgym.make("example/GuessNumber-v0")
     agentgym.check_env(env)

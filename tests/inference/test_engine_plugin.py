@@ -41,7 +41,7 @@ def registered(plugin_site, monkeypatch):
     monkeypatch.syspath_prepend(str(plugin_site))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(plugin_site), str(ROOT)]))
     monkeypatch.setattr(spec, "ENGINES", dict(spec.ENGINES))
-    monkeypatch.setattr(spec, "_plugins_loaded", False)
+    monkeypatch.setattr(spec._plugins, "loaded", False)
     return plugin_site
 
 
