@@ -4,6 +4,7 @@ registers through the ``agentgym.algorithms`` entry point and nothing else in ag
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -70,3 +71,16 @@ def test_an_unknown_loss_still_exits_2_naming_the_key(installed, tiny_model_dir,
     assert done.returncode == 2
     assert "algorithm.loss.name" in done.stderr and "unknown policy loss 'example_gspo'" in done.stderr
     assert "example_cispo" in done.stderr  # the names it lists are the plugins' too
+
+
+@pytest.mark.ray
+def test_the_trainers_ranks_on_ray_find_the_loss(installed, tiny_model_dir, tmp_path):
+    """Two ranks, each its own process on Ray, compute the loss the package registers."""
+    pytest.importorskip("ray", reason="the distributed trainer needs Ray: pip install 'agentgym[ray]'")
+    run_dir = tmp_path / "run"
+    done = _train(_config(run_dir, tiny_model_dir, trainer={"steps": 1, "world_size": 2}, eval={"episodes": 0},
+                          algorithm={"loss": {"name": "example_cispo"}}))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert [r["step"] for r in read_metrics(run_dir) if "train/cispo_clipped" in r] == [1]
+    ranks = json.loads((run_dir / "ranks.json").read_text())
+    assert [r["rank"] for r in ranks] == [0, 1] and len({r["pid"] for r in ranks}) == 2
