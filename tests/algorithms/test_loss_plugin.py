@@ -5,8 +5,6 @@ registers through the ``agentgym.algorithms`` entry point and nothing else in ag
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,29 +14,21 @@ import yaml
 
 from agentgym.algorithms import POLICY_LOSSES, get_policy_loss_fn, registry
 from agentgym.metrics_log import read_metrics
+from tests.plugin_packages import ROOT, install, make_visible
 from tests.trainers.test_train import _config
-
-ROOT = Path(__file__).parents[2]
-PLUGIN = ROOT / "tests" / "fixtures" / "example-loss"
 
 
 @pytest.fixture(scope="module")
 def plugin_site(tmp_path_factory):
-    """The example loss's package installed by pip, as a user would, into a directory of its own (built from a
-    copy: pip leaves its build files beside the sources)."""
-    source, target = tmp_path_factory.mktemp("source") / "example-loss", tmp_path_factory.mktemp("site")
-    shutil.copytree(PLUGIN, source)
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--no-compile", "--target", str(target), str(source)], check=True)
-    return target
+    """The example loss's package, installed."""
+    return install("example-loss", tmp_path_factory)
 
 
 @pytest.fixture
 def installed(plugin_site, monkeypatch):
     """This process sees the installed package (its entry points are read afresh) and, through ``PYTHONPATH``, so
     do the commands it starts; the registry is restored afterwards."""
-    monkeypatch.syspath_prepend(str(plugin_site))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(plugin_site), str(ROOT)]))
+    make_visible(plugin_site, monkeypatch)
     monkeypatch.setattr(registry._plugins, "loaded", False)
     yield plugin_site
     POLICY_LOSSES.pop("example_cispo", None)

@@ -6,40 +6,29 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
 from agentgym.inference import GenerationRequest, SamplingParams, engine_spec, spec
 from agentgym.metrics_log import read_metrics
+from tests.plugin_packages import ROOT, install, make_visible
 from tests.trainers.test_train import _config
-
-ROOT = Path(__file__).parents[2]
-PLUGIN = ROOT / "tests" / "fixtures" / "example-engine"
 
 
 @pytest.fixture(scope="module")
 def plugin_site(tmp_path_factory):
-    """The example engine's package installed by pip, as a user would, into a directory of its own (built from a
-    copy: pip leaves its build files beside the sources)."""
-    source, target = tmp_path_factory.mktemp("source") / "example-engine", tmp_path_factory.mktemp("site")
-    shutil.copytree(PLUGIN, source)
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--no-compile", "--target", str(target), str(source)], check=True)
-    return target
+    """The example engine's package, installed."""
+    return install("example-engine", tmp_path_factory)
 
 
 @pytest.fixture
 def registered(plugin_site, monkeypatch):
     """This process sees the installed package (its entry points are read afresh) and, through ``PYTHONPATH``, so
     do the commands and Ray actors it starts; the registry is restored afterwards."""
-    monkeypatch.syspath_prepend(str(plugin_site))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(plugin_site), str(ROOT)]))
+    make_visible(plugin_site, monkeypatch)
     monkeypatch.setattr(spec, "ENGINES", dict(spec.ENGINES))
     monkeypatch.setattr(spec._plugins, "loaded", False)
     return plugin_site
